@@ -1,0 +1,200 @@
+"""The write side: projects, their API keys, every span, and a tool-call row per tool span.
+
+On PostgreSQL, `Span` and `ToolCall` are range-partitioned by day on `start_time`
+(migration 0002, raw SQL beside it; partitions are managed by `ingest.partitions`).
+Their uniqueness there is (project, trace_id, span_id, start_time): a partitioned
+table's unique index must contain the partition key, and a replayed span keeps its
+start time, so replays still dedupe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+API_KEY_PREFIX = "tw_"
+API_KEY_VISIBLE_CHARS = 8
+
+
+def default_retention_days() -> int:
+    return settings.DEFAULT_RETENTION_DAYS
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=100, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    retention_days = models.PositiveIntegerField(default=default_retention_days)
+    # Calls of these tools are hand-offs to a human (SPEC 4.3), e.g. ["handoff_to_human"].
+    escalation_tools = models.JSONField(default=list, blank=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        MEMBER = "member"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="membership_unique")]
+
+
+def hash_api_key(key: str) -> str:
+    # Keys carry 256 random bits, so a fast hash is enough; no need for a password KDF.
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiKey(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=200, default="default")
+    prefix = models.CharField(max_length=32, help_text="The visible start of the key, to tell keys apart.")
+    hashed_key = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class Span(models.Model):
+    """Every span of every trace, as received (after redaction and truncation)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    trace_id = models.CharField(max_length=32)
+    span_id = models.CharField(max_length=16)
+    parent_span_id = models.CharField(max_length=16, blank=True, default="")
+    name = models.TextField()
+    kind = models.SmallIntegerField(default=0)
+    start_time = models.DateTimeField()
+    end_time = models.DateTimeField()
+    status_code = models.SmallIntegerField(default=0)
+    status_message = models.TextField(blank=True, default="")
+    service = models.CharField(max_length=256, default="unknown_service")
+    environment = models.CharField(max_length=256, blank=True, default="")
+    service_version = models.CharField(max_length=256, blank=True, default="")
+    scope_name = models.CharField(max_length=256, blank=True, default="")
+    scope_version = models.CharField(max_length=256, blank=True, default="")
+    # The agent this span itself names (gen_ai.agent.name), for resolving tool calls' agents.
+    agent = models.CharField(max_length=256, blank=True, default="")
+    attributes = models.JSONField(default=dict)
+    resource_attributes = models.JSONField(default=dict)
+    events = models.JSONField(default=list)
+    links = models.JSONField(default=list)
+    trace_state = models.TextField(blank=True, default="")
+    flags = models.BigIntegerField(default=0)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # Also serves look-ups by (project, trace_id): no separate trace index needed.
+        constraints = [
+            models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="span_unique_ids"),
+        ]
+        indexes = [
+            models.Index(fields=["project", "start_time"], name="span_project_start"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.trace_id}/{self.span_id}"
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.end_time - self.start_time).total_seconds() * 1000
+
+
+class ToolCall(models.Model):
+    """The normalised tool-call view of one tool span (SPEC 4); see ingest.normalize."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    trace_id = models.CharField(max_length=32)
+    span_id = models.CharField(max_length=16)
+    parent_span_id = models.CharField(max_length=16, blank=True, default="")
+    start_time = models.DateTimeField()
+    end_time = models.DateTimeField()
+    latency_ms = models.FloatField()
+    tool = models.CharField(max_length=256)
+    convention = models.CharField(max_length=32)
+    tool_type = models.CharField(max_length=64, blank=True, default="")
+    call_id = models.CharField(max_length=256, blank=True, default="")
+    attempt = models.IntegerField(null=True, blank=True)
+    resend_count = models.IntegerField(null=True, blank=True)
+    arguments = models.JSONField(null=True, blank=True)
+    arguments_hash = models.CharField(max_length=16, blank=True, default="")
+    result = models.JSONField(null=True, blank=True)
+    ok = models.BooleanField()
+    soft_failure = models.BooleanField(default=False)
+    error_class = models.CharField(max_length=16, blank=True, default="")
+    classified_by = models.CharField(max_length=512, blank=True, default="")
+    error_type = models.CharField(max_length=256, blank=True, default="")
+    error_code = models.CharField(max_length=256, blank=True, default="")
+    message = models.TextField(blank=True, default="")
+    retryable = models.BooleanField(null=True, blank=True)
+    field = models.CharField(max_length=256, blank=True, default="")
+    suggestion = models.TextField(blank=True, default="")
+    retry_after_ms = models.BigIntegerField(null=True, blank=True)
+    escalated = models.BooleanField(default=False)
+    next_action = models.CharField(max_length=32, blank=True, default="")
+    agent = models.CharField(max_length=256, blank=True, default="")
+    service = models.CharField(max_length=256, default="unknown_service")
+    environment = models.CharField(max_length=256, blank=True, default="")
+    fingerprint = models.CharField(max_length=16, blank=True, default="")
+    contract = models.JSONField(default=dict, blank=True)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="toolcall_unique_ids"),
+        ]
+        indexes = [
+            models.Index(fields=["project", "start_time"], name="toolcall_project_start"),
+            models.Index(fields=["project", "tool", "start_time"], name="toolcall_project_tool_start"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {'ok' if self.ok else self.error_class}"
+
+
+class IngestStat(models.Model):
+    """Per project and hour: spans accepted, duplicates, rejected spans and refused requests, by reason."""
+
+    class Outcome(models.TextChoices):
+        ACCEPTED = "accepted"
+        DUPLICATE = "duplicate"
+        REJECTED = "rejected"  # single spans refused inside an accepted request (partial success)
+        REFUSED = "refused"  # whole requests refused (4xx); count is requests, not spans
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="ingest_stats")
+    hour = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    reason = models.CharField(max_length=200, blank=True, default="")
+    count = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "hour", "outcome", "reason"], name="ingeststat_unique"),
+        ]
+
+
+def new_api_key() -> str:
+    return API_KEY_PREFIX + secrets.token_urlsafe(32)

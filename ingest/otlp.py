@@ -1,0 +1,930 @@
+"""OTLP/HTTP traces in and out: media type, decompression, decoding, flattening, responses.
+
+Pure: no Django, no database. The /v1/traces view calls, in order:
+
+    media = media_type(content_type)            # 415 unless protobuf or JSON
+    body = decompress(body, encoding, limit)     # 413 past the limit, 400 corrupt, 415 unknown coding
+    request = decode_request(body, media)        # 400 naming the problem (and the JSON path)
+    for item in iter_spans(request, limits, now_ns=...):   # 413 over max_spans_per_request
+        SpanRecord (flattened, redacted, truncated) or RejectedSpan (counted for partial success)
+
+and answers with success_body / partial_success_body / status_body in the request's
+own encoding (content_type_for). Every failure is an OtlpError carrying its HTTP status.
+
+Where a problem is judged (the same for both encodings):
+- The whole request is refused (OtlpError) when it cannot be decoded at all: bad
+  protobuf, bad JSON, JSON of the wrong shape, an id in JSON that is neither hex nor
+  base64, a value json_format cannot map. OTLP says 400 for these and clients do not retry.
+- One span is refused (RejectedSpan, reported as partial success) when it decodes but
+  cannot be stored: a trace id that is not 16 bytes or all zero, a span id that is
+  not 8 bytes or all zero, a parent span id that is neither empty nor 8 bytes, no
+  start time, an end before the start, a start or end further in the future than
+  limits.max_future_skew_seconds. So the same bytes get the same answer whichever
+  encoding carried them: a 30-hex-character traceId in JSON and a 15-byte trace_id
+  in protobuf are both one rejected span. Too-old spans are the caller's business
+  (it knows the project's retention).
+
+Limits applied while flattening (see ingest.limits): attributes beyond
+max_attributes_per_span, events beyond max_events_per_span and links beyond
+max_links_per_span are dropped, and how many were dropped (plus what the sender
+itself reported dropping) is recorded in the integer attributes
+DROPPED_ATTRIBUTES / DROPPED_EVENTS / DROPPED_LINKS, present only when non-zero (an
+event's own dropped attributes are counted in the event's attributes). Names are cut
+at max_name_chars, keys at max_attribute_key_chars, string values at
+max_attribute_value_chars, and everything passes through ingest.redact.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+from ingest.limits import IngestLimits
+from ingest.records import SpanRecord
+from ingest.redact import clean_string, redact_attributes, redact_string
+
+PROTOBUF = "protobuf"
+JSON = "json"
+_CONTENT_TYPES = {PROTOBUF: "application/x-protobuf", JSON: "application/json"}
+_MEDIA_TYPES = {value: key for key, value in _CONTENT_TYPES.items()}
+
+# Bookkeeping attributes written by the flattener (only when non-zero).
+DROPPED_ATTRIBUTES = "toolwatch.dropped_attributes_count"
+DROPPED_EVENTS = "toolwatch.dropped_events_count"
+DROPPED_LINKS = "toolwatch.dropped_links_count"
+
+# Per-span rejection reasons: short and stable, they key the ingest-health counters.
+REJECT_TRACE_ID = "invalid trace id"
+REJECT_SPAN_ID = "invalid span id"
+REJECT_PARENT_SPAN_ID = "invalid parent span id"
+REJECT_NO_START = "missing start time"
+REJECT_END_BEFORE_START = "end before start"
+REJECT_START_IN_FUTURE = "start time in the future"
+REJECT_END_IN_FUTURE = "end time in the future"
+
+# service, environment, service_version, scope name and version are stored in
+# 256-character columns.
+LABEL_CHARS = 256
+# OTLP: responses must stay under 4 MiB; a message this long is already unreadable.
+MAX_MESSAGE_BYTES = 64 * 1024
+_SHORTENED = " … (shortened)"
+
+_NS_PER_DAY = 86_400 * 10**9
+_ZERO_TRACE_ID = bytes(16)
+_ZERO_SPAN_ID = bytes(8)
+
+
+class OtlpError(Exception):
+    """A request Toolwatch refuses as a whole; `http_status` is 400, 413 or 415.
+
+    `message` is developer-facing English naming the problem; `field` is the JSON
+    path or protobuf field at fault when one is known (for google.rpc.BadRequest).
+    """
+
+    def __init__(self, http_status: int, message: str, *, field: str = ""):
+        super().__init__(message)
+        self.http_status = http_status
+        self.message = message
+        self.field = field
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedSpan:
+    """One span refused while flattening; the request itself is still accepted."""
+
+    reason: str  # one of the REJECT_* constants
+    detail: str = ""  # the particulars, e.g. "trace_id has 15 bytes, expected 16"
+    count: int = 1
+    trace_id: str = ""  # hex of whatever the sender sent (may be the wrong length)
+    span_id: str = ""
+
+
+# ---------------------------------------------------------------------------
+# Media type and content encoding
+# ---------------------------------------------------------------------------
+
+
+def media_type(content_type_header: str) -> str:
+    """PROTOBUF or JSON for a Content-Type header (parameters ignored), else OtlpError(415)."""
+    mime = content_type_header.split(";", 1)[0].strip().lower()
+    media = _MEDIA_TYPES.get(mime)
+    if media is None:
+        if not mime:
+            raise OtlpError(415, "missing Content-Type; use application/x-protobuf or application/json")
+        raise OtlpError(415, f"unsupported media type {mime[:100]!r}; use application/x-protobuf or application/json")
+    return media
+
+
+def content_type_for(media: str) -> str:
+    return _CONTENT_TYPES[media]
+
+
+# Input is fed in slices and output taken in chunks, so refusing a bomb never holds
+# more than about `limit` bytes, and no copy of a large unconsumed tail is made per step.
+_IN_SLICE = 256 * 1024
+_OUT_CHUNK = 1024 * 1024
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def decompress(body: bytes, content_encoding: str, limit: int) -> bytes:
+    """The body decoded per Content-Encoding, never more than `limit` bytes.
+
+    gzip (several members are joined, as gzip -d does), deflate (the zlib wrapper
+    the Python exporter sends, raw deflate when the zlib header is absent), identity
+    or none. Past the limit: OtlpError(413), raised as soon as the limit is crossed.
+    Corrupt or truncated data: 400. Another coding: 415. An empty body stays empty
+    (an empty request is a success in OTLP).
+    """
+    coding = content_encoding.strip().lower()
+    if coding in ("", "identity"):
+        if len(body) > limit:
+            raise OtlpError(413, f"body of {len(body)} bytes exceeds {limit} bytes")
+        return body
+    if coding not in ("gzip", "x-gzip", "deflate"):
+        raise OtlpError(415, f"unsupported Content-Encoding {content_encoding.strip()[:100]!r}; use gzip, deflate or identity")
+    if not body:
+        return b""
+    if coding == "deflate":
+        if body[:2] == _GZIP_MAGIC:
+            return _inflate(body, 16 + zlib.MAX_WBITS, limit, "deflate")
+        zlib_header = len(body) >= 2 and body[0] & 0x0F == 8 and ((body[0] << 8) | body[1]) % 31 == 0
+        return _inflate(body, zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS, limit, "deflate")
+    return _inflate(body, 16 + zlib.MAX_WBITS, limit, "gzip")
+
+
+def _inflate(data: bytes, wbits: int, limit: int, label: str) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    view = memoryview(data)
+    while True:  # one pass per gzip member
+        inflater = zlib.decompressobj(wbits)
+        pos = 0
+        try:
+            while not inflater.eof and pos < len(view):
+                piece = view[pos : pos + _IN_SLICE]
+                pos += len(piece)
+                while piece:
+                    out = inflater.decompress(piece, min(_OUT_CHUNK, limit - total + 1))
+                    total += len(out)
+                    if total > limit:
+                        raise OtlpError(413, f"decompressed body exceeds {limit} bytes")
+                    if out:
+                        chunks.append(out)
+                    if inflater.eof:
+                        break
+                    piece = inflater.unconsumed_tail
+        except zlib.error as exc:
+            raise OtlpError(400, f"body is not valid {label} data: {exc}") from None
+        if not inflater.eof:
+            raise OtlpError(400, f"{label} body is truncated: the compressed stream does not end")
+        rest = inflater.unused_data + view[pos:].tobytes()
+        if not rest.strip(b"\0"):  # gzip itself tolerates zero padding after the last member
+            return b"".join(chunks)
+        if wbits == 16 + zlib.MAX_WBITS and rest[:2] == _GZIP_MAGIC:
+            view = memoryview(rest)
+            continue
+        raise OtlpError(400, f"{len(rest)} bytes of unexpected data after the end of the {label} stream")
+
+
+# ---------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------
+
+
+def decode_request(body: bytes, media: str) -> ExportTraceServiceRequest:
+    """The ExportTraceServiceRequest in a (decompressed) body, or OtlpError(400).
+
+    JSON is OTLP/JSON: hex trace/span ids (case-insensitive; base64 from
+    non-compliant senders is accepted when it ends in "="), int64 as string or number,
+    integer enums, unknown fields ignored. Wrong shapes are refused naming the JSON path.
+    """
+    if media == PROTOBUF:
+        request = ExportTraceServiceRequest()
+        try:
+            request.ParseFromString(body)
+        except DecodeError as exc:
+            raise OtlpError(400, f"body is not a valid ExportTraceServiceRequest protobuf: {exc}") from None
+        return request
+    if media == JSON:
+        return _decode_json(body)
+    raise ValueError(f"unknown media {media!r}")
+
+
+# Lone surrogates (a JS string cut inside an emoji, then escaped by JSON.stringify)
+# cannot be stored in a protobuf string; json_format would refuse the whole request.
+_SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _decode_json(body: bytes) -> ExportTraceServiceRequest:
+    if not body or body.isspace():
+        return ExportTraceServiceRequest()
+    try:
+        if (b"\\u" in body or b"\xed" in body) and _SURROGATE_HINT.search(body):
+            document = json.loads(body, object_pairs_hook=_pairs_without_surrogates)
+        else:
+            document = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise OtlpError(400, f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (char {exc.pos})") from None
+    except UnicodeDecodeError as exc:
+        raise OtlpError(400, f"body is not valid JSON: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise OtlpError(400, "body is not valid JSON: nested too deeply") from None
+    # The fast builder maps the shapes real exporters send straight into protobuf
+    # constructors (about 15x faster than json_format). Anything it does not know
+    # for certain goes to json_format, which is the authority on OTLP/JSON.
+    try:
+        return _build_request(document)
+    except (_Unsupported, TypeError, ValueError, OverflowError, RecursionError):
+        pass
+    return _parse_with_json_format(document)
+
+
+def _pairs_without_surrogates(pairs: list) -> dict:
+    out = {}
+    for key, value in pairs:
+        if type(key) is str and _SURROGATE.search(key):
+            key = _SURROGATE.sub("\ufffd", key)
+        if type(value) is str and _SURROGATE.search(value):
+            value = _SURROGATE.sub("\ufffd", value)
+        elif type(value) is list:
+            value = [_SURROGATE.sub("\ufffd", v) if type(v) is str else v for v in value]
+        out[key] = value
+    return out
+
+
+def _json_id(value: str) -> bytes | None:
+    """Bytes of a JSON trace/span id: hex per OTLP/JSON, or base64 from senders that
+    used plain proto3 JSON (it always ends in "=" at these lengths); None if neither."""
+    if value.endswith("=") and len(value) % 4 == 0:
+        try:
+            return base64.b64decode(value, validate=True)
+        except binascii.Error:
+            return None
+    try:
+        return binascii.a2b_hex(value)
+    except (binascii.Error, ValueError):
+        return None
+
+
+class _Unsupported(Exception):
+    """Raised by the fast JSON builder: let json_format decide."""
+
+
+def _fast_str(value):
+    if type(value) is str:
+        return value
+    raise _Unsupported
+
+
+def _fast_uint(value):
+    if type(value) is int:
+        return value  # the protobuf setter checks the range
+    if type(value) is str and value.isdigit() and value.isascii():
+        return int(value)
+    raise _Unsupported
+
+
+def _fast_int(value):
+    if type(value) is int:
+        return value
+    if type(value) is str and value.isascii() and value.lstrip("-").isdigit() and value.count("-") <= 1:
+        return int(value)
+    raise _Unsupported
+
+
+def _fast_enum(value):
+    if type(value) is int:
+        return value
+    raise _Unsupported
+
+
+def _fast_id(value):
+    if type(value) is str:
+        decoded = _json_id(value)
+        if decoded is not None:
+            return decoded
+    raise _Unsupported
+
+
+def _fast_any(value) -> dict:
+    if type(value) is not dict or len(value) != 1:
+        if value == {}:
+            return {}
+        raise _Unsupported
+    for key, inner in value.items():
+        break
+    kind = type(inner)
+    if key == "stringValue":
+        if kind is str:
+            return {"string_value": inner}
+    elif key == "intValue":
+        return {"int_value": _fast_int(inner)}
+    elif key == "boolValue":
+        if kind is bool:
+            return {"bool_value": inner}
+    elif key == "doubleValue":
+        # json_format refuses a bare NaN/Infinity and reads quoted ones: leave both to it.
+        if kind is int or (kind is float and inner - inner == 0.0):
+            return {"double_value": inner}
+    elif key == "arrayValue":
+        return {"array_value": {"values": [_fast_any(item) for item in _fast_values(inner)]}}
+    elif key == "kvlistValue":
+        return {"kvlist_value": {"values": _fast_attributes(_fast_values(inner))}}
+    raise _Unsupported
+
+
+def _fast_values(value) -> list:
+    if type(value) is dict:
+        if not value:
+            return []
+        if len(value) == 1:
+            items = value.get("values")
+            if type(items) is list:
+                return items
+    raise _Unsupported
+
+
+def _fast_attributes(items) -> list:
+    if type(items) is not list:
+        raise _Unsupported
+    out = []
+    append = out.append
+    for item in items:
+        # Inline the shape nearly every attribute has: {"key": k, "value": {"stringValue" | "intValue": v}}
+        try:
+            key = item["key"]
+            value = item["value"]
+            if len(item) == 2 and len(value) == 1 and type(key) is str:
+                if "stringValue" in value:
+                    inner = value["stringValue"]
+                    if type(inner) is str:
+                        append({"key": key, "value": {"string_value": inner}})
+                        continue
+                elif "intValue" in value:
+                    inner = value["intValue"]
+                    if type(inner) is int:
+                        append({"key": key, "value": {"int_value": inner}})
+                        continue
+        except (KeyError, TypeError, IndexError):
+            pass
+        append(_fast_key_value(item))
+    return out
+
+
+def _fast_key_value(item) -> dict:
+    if type(item) is not dict:
+        raise _Unsupported
+    key = item.get("key", "")
+    if type(key) is not str:
+        raise _Unsupported
+    if len(item) == 2 and "value" in item:
+        return {"key": key, "value": _fast_any(item["value"])}
+    if len(item) == 1 and "key" in item:
+        return {"key": key}
+    raise _Unsupported  # keyStrindex, or unknown fields beside: json_format
+
+
+def _fast_list(convert):
+    def converter(value):
+        if type(value) is not list:
+            raise _Unsupported
+        return [convert(item) for item in value]
+
+    return converter
+
+
+def _fast_message(descriptor, table: dict):
+    """A converter of one message's JSON object into constructor keyword arguments.
+
+    Known fields missing from `table` (snake_case spellings, fields real exporters do
+    not send) make it give up rather than drop them; unknown fields are ignored as
+    OTLP requires.
+    """
+    known = {field.name for field in descriptor.fields} | {field.json_name for field in descriptor.fields}
+
+    def converter(value):
+        if type(value) is not dict:
+            raise _Unsupported
+        out = {}
+        for key, inner in value.items():
+            entry = table.get(key)
+            if entry is None:
+                if key in known:
+                    raise _Unsupported
+                continue
+            out[entry[0]] = entry[1](inner)
+        return out
+
+    return converter
+
+
+_fast_status = _fast_message(Status.DESCRIPTOR, {"code": ("code", _fast_enum), "message": ("message", _fast_str)})
+_fast_event = _fast_message(
+    Span.Event.DESCRIPTOR,
+    {
+        "timeUnixNano": ("time_unix_nano", _fast_uint),
+        "name": ("name", _fast_str),
+        "attributes": ("attributes", _fast_attributes),
+        "droppedAttributesCount": ("dropped_attributes_count", _fast_uint),
+    },
+)
+_fast_link = _fast_message(
+    Span.Link.DESCRIPTOR,
+    {
+        "traceId": ("trace_id", _fast_id),
+        "spanId": ("span_id", _fast_id),
+        "traceState": ("trace_state", _fast_str),
+        "attributes": ("attributes", _fast_attributes),
+        "droppedAttributesCount": ("dropped_attributes_count", _fast_uint),
+        "flags": ("flags", _fast_uint),
+    },
+)
+_fast_span = _fast_message(
+    Span.DESCRIPTOR,
+    {
+        "traceId": ("trace_id", _fast_id),
+        "spanId": ("span_id", _fast_id),
+        "traceState": ("trace_state", _fast_str),
+        "parentSpanId": ("parent_span_id", _fast_id),
+        "flags": ("flags", _fast_uint),
+        "name": ("name", _fast_str),
+        "kind": ("kind", _fast_enum),
+        "startTimeUnixNano": ("start_time_unix_nano", _fast_uint),
+        "endTimeUnixNano": ("end_time_unix_nano", _fast_uint),
+        "attributes": ("attributes", _fast_attributes),
+        "droppedAttributesCount": ("dropped_attributes_count", _fast_uint),
+        "events": ("events", _fast_list(_fast_event)),
+        "droppedEventsCount": ("dropped_events_count", _fast_uint),
+        "links": ("links", _fast_list(_fast_link)),
+        "droppedLinksCount": ("dropped_links_count", _fast_uint),
+        "status": ("status", _fast_status),
+    },
+)
+_fast_scope = _fast_message(
+    InstrumentationScope.DESCRIPTOR,
+    {
+        "name": ("name", _fast_str),
+        "version": ("version", _fast_str),
+        "attributes": ("attributes", _fast_attributes),
+        "droppedAttributesCount": ("dropped_attributes_count", _fast_uint),
+    },
+)
+_fast_resource = _fast_message(
+    Resource.DESCRIPTOR,
+    {
+        "attributes": ("attributes", _fast_attributes),
+        "droppedAttributesCount": ("dropped_attributes_count", _fast_uint),
+    },
+)
+_fast_scope_spans = _fast_message(
+    ScopeSpans.DESCRIPTOR,
+    {
+        "scope": ("scope", _fast_scope),
+        "spans": ("spans", _fast_list(_fast_span)),
+        "schemaUrl": ("schema_url", _fast_str),
+    },
+)
+_fast_resource_spans = _fast_message(
+    ResourceSpans.DESCRIPTOR,
+    {
+        "resource": ("resource", _fast_resource),
+        "scopeSpans": ("scope_spans", _fast_list(_fast_scope_spans)),
+        "schemaUrl": ("schema_url", _fast_str),
+    },
+)
+_fast_request = _fast_message(
+    ExportTraceServiceRequest.DESCRIPTOR, {"resourceSpans": ("resource_spans", _fast_list(_fast_resource_spans))}
+)
+
+
+def _build_request(document) -> ExportTraceServiceRequest:
+    return ExportTraceServiceRequest(**_fast_request(document))
+
+
+def _parse_with_json_format(document) -> ExportTraceServiceRequest:
+    """The authoritative (slow) path: check the shape, turn ids into base64, ParseDict."""
+    _check_shape_and_ids(document)
+    try:
+        return json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        message, field = _parse_error_message(str(exc))
+        raise OtlpError(400, message, field=field) from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise OtlpError(400, f"body is not a valid ExportTraceServiceRequest: {exc}") from None
+
+
+def _kind(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _expect(value, kind: type, path: str):
+    if not isinstance(value, kind):
+        wanted = "an object" if kind is dict else "an array"
+        raise OtlpError(400, f"{path}: expected {wanted}, got {_kind(value)}", field=path)
+    return value
+
+
+def _spelled(container: dict, *names: str) -> list[tuple[str, object]]:
+    # json_format also accepts the proto field names (snake_case); check whichever is present.
+    return [(name, container[name]) for name in names if container.get(name) is not None]
+
+
+def _check_shape_and_ids(document) -> None:
+    if not isinstance(document, dict):
+        raise OtlpError(400, f"top level: expected a JSON object (ExportTraceServiceRequest), got {_kind(document)}")
+    for rs_name, resource_spans in _spelled(document, "resourceSpans", "resource_spans"):
+        for i, rs in enumerate(_expect(resource_spans, list, rs_name)):
+            rs_path = f"{rs_name}[{i}]"
+            _expect(rs, dict, rs_path)
+            for ss_name, scope_spans in _spelled(rs, "scopeSpans", "scope_spans"):
+                for j, ss in enumerate(_expect(scope_spans, list, f"{rs_path}.{ss_name}")):
+                    ss_path = f"{rs_path}.{ss_name}[{j}]"
+                    _expect(ss, dict, ss_path)
+                    for _, spans in _spelled(ss, "spans"):
+                        for k, span in enumerate(_expect(spans, list, f"{ss_path}.spans")):
+                            span_path = f"{ss_path}.spans[{k}]"
+                            _expect(span, dict, span_path)
+                            _ids_to_base64(span, span_path, ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"))
+                            for _, links in _spelled(span, "links"):
+                                for m, link in enumerate(_expect(links, list, f"{span_path}.links")):
+                                    link_path = f"{span_path}.links[{m}]"
+                                    _expect(link, dict, link_path)
+                                    _ids_to_base64(link, link_path, ("traceId", "trace_id", "spanId", "span_id"))
+
+
+_ID_HEX_CHARS = {"traceId": 32, "trace_id": 32, "spanId": 16, "span_id": 16, "parentSpanId": 16, "parent_span_id": 16}
+
+
+def _ids_to_base64(container: dict, path: str, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = container.get(name)
+        if value is None:
+            continue
+        field = f"{path}.{name}"
+        if not isinstance(value, str):
+            raise OtlpError(400, f"{field}: expected a hex string, got {_kind(value)}", field=field)
+        decoded = _json_id(value)
+        if decoded is None:
+            wanted = _ID_HEX_CHARS[name]
+            if len(value) != wanted and all(c in "0123456789abcdefABCDEF" for c in value):
+                problem = f"got {len(value)}"
+            else:
+                problem = f"got {value[:40]!r}, which is not hex"
+            raise OtlpError(400, f"{field}: expected {wanted} hex characters, {problem}", field=field)
+        container[name] = base64.b64encode(decoded).decode("ascii")
+
+
+_PARSE_ERROR = re.compile(r"^(?:Failed to parse \w+ field: )*(?P<detail>.*?)(?: at ExportTraceServiceRequest\.(?P<path>\S+?))?\.*$", re.S)
+
+
+def _parse_error_message(text: str) -> tuple[str, str]:
+    """json_format's nested "Failed to parse x field: … at Request.a[0].b" -> ("a[0].b: …", "a[0].b")."""
+    match = _PARSE_ERROR.match(text)
+    if match is None or not match.group("path"):
+        return f"body is not a valid ExportTraceServiceRequest: {text}", ""
+    path = match.group("path")
+    return f"{path}: {match.group('detail')}", path
+
+
+# ---------------------------------------------------------------------------
+# Flattening
+# ---------------------------------------------------------------------------
+
+
+def count_spans(request: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+def start_days(request: ExportTraceServiceRequest, *, min_ns: int, max_ns: int) -> set[dt.date]:
+    """UTC days of the spans' start times within [min_ns, max_ns] (for creating partitions)."""
+    days = set()
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                start = span.start_time_unix_nano
+                if min_ns <= start <= max_ns:
+                    days.add(start // _NS_PER_DAY)
+    epoch = dt.date(1970, 1, 1)
+    return {epoch + dt.timedelta(days=day) for day in days}
+
+
+def iter_spans(
+    request: ExportTraceServiceRequest, limits: IngestLimits, *, now_ns: int
+) -> Iterator[SpanRecord | RejectedSpan]:
+    """Each span of the request, flattened, as a SpanRecord, or a RejectedSpan.
+
+    Raises OtlpError(413) here, before anything is yielded, when the request holds
+    more than limits.max_spans_per_request spans. Records are made one at a time, so
+    the caller can write them in slices. Each ResourceSpans' resource attributes go to
+    its own spans only; the resource_attributes dict is shared by the spans of one
+    resource (treat it as read-only).
+    """
+    total = count_spans(request)
+    if total > limits.max_spans_per_request:
+        raise OtlpError(413, f"{total} spans in one request exceeds the limit of {limits.max_spans_per_request}")
+    return _flatten(request, limits, now_ns)
+
+
+def _nonfinite(number: float) -> str:
+    # PostgreSQL jsonb (and JSON) have no NaN or infinities.
+    if number != number:
+        return "NaN"
+    return "Infinity" if number > 0 else "-Infinity"
+
+
+def _value(value: AnyValue):
+    """AnyValue -> JSON-ready Python. Unset and string_value_strindex (profiles only) -> None."""
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "double_value":
+        number = value.double_value
+        return number if number - number == 0.0 else _nonfinite(number)  # x - x is NaN only for NaN and ±inf
+    if kind == "kvlist_value":
+        return {item.key: _value(item.value) for item in value.kvlist_value.values}
+    if kind == "array_value":
+        return [_value(item) for item in value.array_value.values]
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode("ascii")
+    return None
+
+
+def _attributes(items, max_count: int) -> tuple[dict, int]:
+    """The first max_count KeyValues as a dict, and how many were left out."""
+    count = len(items)
+    out = {}
+    # The common scalar cases inline: this loop is the hottest code of ingest.
+    for item in items if count <= max_count else items[:max_count]:
+        value = item.value
+        kind = value.WhichOneof("value")
+        if kind == "string_value":
+            out[item.key] = value.string_value
+        elif kind == "int_value":
+            out[item.key] = value.int_value
+        elif kind == "bool_value":
+            out[item.key] = value.bool_value
+        else:
+            out[item.key] = _value(value)
+    return out, max(count - max_count, 0)
+
+
+def _label(value) -> str:
+    if value is None:
+        return ""
+    if type(value) is not str:
+        value = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    return clean_string(value, LABEL_CHARS)
+
+
+def _flatten(request: ExportTraceServiceRequest, limits: IngestLimits, now_ns: int) -> Iterator[SpanRecord | RejectedSpan]:
+    max_attributes = limits.max_attributes_per_span
+    max_events = limits.max_events_per_span
+    max_links = limits.max_links_per_span
+    name_chars = limits.max_name_chars
+    value_chars = limits.max_attribute_value_chars
+    latest_ns = now_ns + limits.max_future_skew_seconds * 1_000_000_000
+
+    for rs in request.resource_spans:
+        resource = rs.resource
+        raw, dropped = _attributes(resource.attributes, max_attributes)
+        resource_attributes = redact_attributes(raw, limits)
+        dropped += resource.dropped_attributes_count
+        if dropped:
+            resource_attributes[DROPPED_ATTRIBUTES] = dropped
+        service = _label(resource_attributes.get("service.name")) or "unknown_service"
+        environment = _label(resource_attributes.get("deployment.environment.name")) or _label(
+            resource_attributes.get("deployment.environment")
+        )
+        service_version = _label(resource_attributes.get("service.version"))
+
+        for ss in rs.scope_spans:
+            scope = ss.scope
+            scope_name = clean_string(scope.name, LABEL_CHARS)
+            scope_version = clean_string(scope.version, LABEL_CHARS)
+
+            for span in ss.spans:
+                trace_id = span.trace_id
+                span_id = span.span_id
+                parent_id = span.parent_span_id
+                start_ns = span.start_time_unix_nano
+                end_ns = span.end_time_unix_nano
+                problem = _span_problem(trace_id, span_id, parent_id, start_ns, end_ns, latest_ns)
+                if problem is not None:
+                    yield RejectedSpan(problem[0], problem[1], 1, trace_id[:32].hex(), span_id[:32].hex())
+                    continue
+
+                raw, dropped = _attributes(span.attributes, max_attributes)
+                attributes = redact_attributes(raw, limits) if raw else {}
+                dropped += span.dropped_attributes_count
+                if dropped:
+                    attributes[DROPPED_ATTRIBUTES] = dropped
+
+                events = []
+                if span.events:
+                    source = span.events
+                    dropped = span.dropped_events_count + max(len(source) - max_events, 0)
+                    for event in source if len(source) <= max_events else source[:max_events]:
+                        raw, event_dropped = _attributes(event.attributes, max_attributes)
+                        event_attributes = redact_attributes(raw, limits) if raw else {}
+                        event_dropped += event.dropped_attributes_count
+                        if event_dropped:
+                            event_attributes[DROPPED_ATTRIBUTES] = event_dropped
+                        events.append(
+                            {
+                                "name": redact_string(event.name, name_chars),
+                                "time_ns": event.time_unix_nano,
+                                "attributes": event_attributes,
+                            }
+                        )
+                else:
+                    dropped = span.dropped_events_count
+                if dropped:
+                    attributes[DROPPED_EVENTS] = dropped
+
+                links = []
+                dropped = span.dropped_links_count
+                if span.links:
+                    source = span.links
+                    dropped += max(len(source) - max_links, 0)
+                    for link in source if len(source) <= max_links else source[:max_links]:
+                        link_trace, link_span = link.trace_id, link.span_id
+                        if len(link_trace) != 16 or len(link_span) != 8:
+                            dropped += 1  # a link to nothing identifiable
+                            continue
+                        raw, _ = _attributes(link.attributes, max_attributes)
+                        links.append(
+                            {
+                                "trace_id": link_trace.hex(),
+                                "span_id": link_span.hex(),
+                                "attributes": redact_attributes(raw, limits) if raw else {},
+                            }
+                        )
+                if dropped:
+                    attributes[DROPPED_LINKS] = dropped
+
+                status = span.status
+                kind = span.kind
+                status_code = status.code
+                yield SpanRecord(
+                    trace_id=trace_id.hex(),
+                    span_id=span_id.hex(),
+                    parent_span_id=parent_id.hex() if parent_id and parent_id != _ZERO_SPAN_ID else "",
+                    name=redact_string(span.name, name_chars),
+                    # Open enums: a value outside the spec's range is stored as unspecified / unset.
+                    kind=kind if 0 <= kind <= 5 else 0,
+                    start_ns=start_ns,
+                    end_ns=end_ns,
+                    status_code=status_code if 0 <= status_code <= 2 else 0,
+                    status_message=redact_string(status.message, value_chars) if status.message else "",
+                    attributes=attributes,
+                    resource_attributes=resource_attributes,
+                    scope_name=scope_name,
+                    scope_version=scope_version,
+                    events=events,
+                    links=links,
+                    trace_state=clean_string(span.trace_state, value_chars) if span.trace_state else "",
+                    flags=span.flags,
+                    service=service,
+                    environment=environment,
+                    service_version=service_version,
+                )
+
+
+def _span_problem(
+    trace_id: bytes, span_id: bytes, parent_id: bytes, start_ns: int, end_ns: int, latest_ns: int
+) -> tuple[str, str] | None:
+    """(reason, detail) when a span cannot be stored, else None."""
+    if len(trace_id) != 16:
+        return REJECT_TRACE_ID, f"trace_id has {len(trace_id)} bytes ({2 * len(trace_id)} hex characters), expected 16"
+    if trace_id == _ZERO_TRACE_ID:
+        return REJECT_TRACE_ID, "trace_id is all zeros"
+    if len(span_id) != 8:
+        return REJECT_SPAN_ID, f"span_id has {len(span_id)} bytes ({2 * len(span_id)} hex characters), expected 8"
+    if span_id == _ZERO_SPAN_ID:
+        return REJECT_SPAN_ID, "span_id is all zeros"
+    if parent_id and len(parent_id) != 8:
+        return REJECT_PARENT_SPAN_ID, f"parent_span_id has {len(parent_id)} bytes, expected 8 or none"
+    if start_ns == 0:
+        return REJECT_NO_START, "start_time_unix_nano is 0"
+    if end_ns < start_ns:
+        return REJECT_END_BEFORE_START, f"end_time_unix_nano {end_ns} is before start_time_unix_nano {start_ns}"
+    if start_ns > latest_ns:
+        return REJECT_START_IN_FUTURE, f"start_time_unix_nano {start_ns} is past the allowed clock skew"
+    if end_ns > latest_ns:
+        return REJECT_END_IN_FUTURE, f"end_time_unix_nano {end_ns} is past the allowed clock skew"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Responses (always in the request's own encoding)
+# ---------------------------------------------------------------------------
+
+# HTTP status -> google.rpc.Code (google/rpc/code.proto gives the HTTP mapping of each
+# code; OTLP clients ignore `code`, but it should not contradict the HTTP status):
+# - 413 has no HTTP twin in code.proto. RESOURCE_EXHAUSTED is what gRPC itself answers
+#   for a message over the size limit, and OTLP/gRPC retries it only when the server
+#   adds RetryInfo (we never do), matching 413's "do not retry". OUT_OF_RANGE would be
+#   wrong: OTLP lists it as retryable.
+# - 415 and 411: INVALID_ARGUMENT, a property of the request itself that no retry fixes
+#   (UNIMPLEMENTED would suggest the server lacks a feature it might gain).
+# - 405: UNIMPLEMENTED, "not supported by this service" for that method.
+RPC_CODES = {
+    400: code_pb2.INVALID_ARGUMENT,
+    401: code_pb2.UNAUTHENTICATED,
+    403: code_pb2.PERMISSION_DENIED,
+    404: code_pb2.NOT_FOUND,
+    405: code_pb2.UNIMPLEMENTED,
+    408: code_pb2.DEADLINE_EXCEEDED,
+    409: code_pb2.ABORTED,
+    411: code_pb2.INVALID_ARGUMENT,
+    413: code_pb2.RESOURCE_EXHAUSTED,
+    415: code_pb2.INVALID_ARGUMENT,
+    429: code_pb2.RESOURCE_EXHAUSTED,
+    500: code_pb2.INTERNAL,
+    501: code_pb2.UNIMPLEMENTED,
+    502: code_pb2.UNAVAILABLE,
+    503: code_pb2.UNAVAILABLE,
+    504: code_pb2.DEADLINE_EXCEEDED,
+}
+
+
+def rpc_code(http_status: int) -> int:
+    if http_status in RPC_CODES:
+        return RPC_CODES[http_status]
+    if 400 <= http_status < 500:
+        return code_pb2.INVALID_ARGUMENT
+    if http_status >= 500:
+        return code_pb2.INTERNAL
+    return code_pb2.UNKNOWN
+
+
+def _shorten(message: str, max_bytes: int = MAX_MESSAGE_BYTES) -> str:
+    # encode(errors="replace") also makes lone surrogates safe for a protobuf string.
+    encoded = message.encode("utf-8", "replace")
+    if len(encoded) <= max_bytes:
+        return encoded.decode("utf-8")
+    return encoded[: max_bytes - len(_SHORTENED.encode())].decode("utf-8", "ignore") + _SHORTENED
+
+
+def _json_body(message) -> bytes:
+    return json.dumps(json_format.MessageToDict(message), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def success_body(media: str) -> bytes:
+    """An empty ExportTraceServiceResponse: b"" in protobuf, {} in JSON."""
+    return b"{}" if media == JSON else b""
+
+
+def partial_success_body(media: str, rejected: int, message: str) -> bytes:
+    """ExportTraceServiceResponse with partial_success; JSON: {"partialSuccess": {"rejectedSpans": "2", …}}."""
+    response = ExportTraceServiceResponse(
+        partial_success=ExportTracePartialSuccess(rejected_spans=rejected, error_message=_shorten(message))
+    )
+    return _json_body(response) if media == JSON else response.SerializeToString()
+
+
+def status_body(media: str, http_status: int, message: str, *, field: str = "") -> bytes:
+    """A google.rpc.Status for an error response; a 400 naming a field carries a BadRequest detail."""
+    message = _shorten(message)
+    status = status_pb2.Status(code=rpc_code(http_status), message=message)
+    if field and http_status == 400:
+        violation = error_details_pb2.BadRequest.FieldViolation(field=field[:1024], description=message)
+        status.details.add().Pack(error_details_pb2.BadRequest(field_violations=[violation]))
+    return _json_body(status) if media == JSON else status.SerializeToString()
+
+
+def error_body(media: str, error: OtlpError) -> bytes:
+    return status_body(media, error.http_status, error.message, field=error.field)

@@ -1,0 +1,294 @@
+"""Secrets never reach storage; strings are made safe to store.
+
+Pure: no Django, no database. `otlp.py` runs every attribute map, event name and
+status message through here before a `SpanRecord` exists.
+
+Two independent guards:
+
+1. By key. An attribute (or a nested kvlist / JSON-object key) whose name looks like a
+   credential has its value replaced by REDACTED, whatever the value is; only
+   `None`, booleans and "" are kept, since they cannot carry a secret and "the header
+   was empty" is worth seeing when debugging auth failures. Keys are split into
+   lower-case words (dots, dashes, underscores, spaces and camelCase all separate
+   words), then matched against the word and phrase tables below.
+2. By value. Credential-shaped substrings anywhere in a string (free text, a JSON
+   argument serialised into a string, a traceback) are replaced, whatever the key.
+
+Then every string is cleaned: NUL (which PostgreSQL `text` and `jsonb` cannot hold)
+and lone surrogates (which cannot be encoded as UTF-8) become U+FFFD, and strings
+over the limit are cut and end with TRUNCATION_MARKER. Redaction runs before the
+cut, so a secret straddling the cut cannot leave a recognisable-but-unmatched head.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+REDACTED = "[REDACTED]"
+# A cut string ends with f"{TRUNCATION_MARKER}{removed} chars]".
+TRUNCATION_MARKER = "…[truncated "
+# A kvlist/array nested deeper than limits.max_value_depth is replaced by this.
+DEPTH_MARKER = "[nested too deep]"
+
+# ---------------------------------------------------------------------------
+# Credential keys
+# ---------------------------------------------------------------------------
+# A key is secret when one of its words is in SECRET_KEY_WORDS, or two consecutive
+# words form a SECRET_KEY_PHRASES entry. Examples (key -> words -> verdict):
+#   http.request.header.authorization  -> [... authorization]    -> secret
+#   http.request.header.x-api-key      -> [... x, api, key]      -> secret (api key)
+#   apiKey / APIKey / api_key / apikey -> [api, key] / [apikey]  -> secret
+#   oauth.access_token, refreshToken   -> [... access, token]    -> secret (token)
+#   gen_ai.usage.input_tokens          -> [... input, tokens]    -> kept ("tokens" counts)
+#   gen_ai.request.max_tokens          -> [... max, tokens]      -> kept
+#   llm.token_count.prompt             -> [llm, token, count ..] -> kept (token + count word)
+#   gen_ai.token.type                  -> [gen, ai, token, type] -> kept (a metric dimension)
+#   session.id                         -> [session, id]          -> kept: OpenInference and GenAI
+#                                         use it to group a conversation's traces; it does not
+#                                         authenticate anything. Session cookies are caught as cookies.
+#   pwd                                -> kept: it is the working directory far more often
+#                                         than a password.
+SECRET_KEY_WORDS = frozenset(
+    {
+        "authorization",
+        "password", "passwd", "passphrase",
+        "secret", "secrets",
+        "token", "apikey", "xapikey", "accesstoken", "refreshtoken", "idtoken", "authtoken",
+        "sessiontoken", "csrftoken", "xsrftoken", "bearer", "jwt",
+        "cookie", "cookies", "setcookie",
+        "credential", "credentials",
+        "privatekey", "secretkey", "accesskey", "clientsecret", "sessionkey", "signingkey",
+    }
+)  # fmt: skip
+SECRET_KEY_PHRASES = frozenset(
+    {
+        ("api", "key"),
+        ("private", "key"),
+        ("access", "key"),
+        ("session", "key"),
+        ("signing", "key"),
+        ("encryption", "key"),
+        ("master", "key"),
+    }
+)
+# "token" next to one of these words names a count or a kind of token, not a credential.
+TOKEN_COUNT_WORDS = frozenset(
+    {
+        "count", "counts", "usage", "limit", "limits", "budget", "type", "max", "input", "output",
+        "prompt", "completion", "total", "reasoning", "cached", "num", "number",
+    }
+)  # fmt: skip
+
+# ---------------------------------------------------------------------------
+# Credential-shaped values (searched inside any string)
+# ---------------------------------------------------------------------------
+# (name, regex); each is one alternative of the single compiled VALUE_RE. The
+# replacement keeps what tells a reader what was there: the scheme word of an
+# Authorization value, the key of a key=value pair, the user of a URL.
+_KV_KEYS = (
+    r"(?i:pass(?:word|wd|phrase)|secret|api[_-]?key|x-api-key|(?:access|refresh|auth|id|session|bearer)[_-]?token"
+    r"|token|authorization|cookie|credentials?|private[_-]?key)"
+)
+VALUE_PATTERNS = (
+    # "Bearer <token>" (the token has a digit or punctuation, or is long: not "bearer instrument")
+    ("bearer", r"(?P<bearer>(?i:bearer)\s+)(?=[A-Za-z]{20}|[A-Za-z]*[0-9._~+/\-])[A-Za-z0-9._~+/\-]{8,}=*"),
+    # OpenAI / Anthropic style: sk-…, sk-proj-…, sk-ant-api03-… (not "task-…", "desk-…")
+    ("sk", r"(?<![A-Za-z0-9_])sk-[A-Za-z0-9_\-]{20,}"),
+    # Stripe-style secret / restricted keys
+    ("stripe", r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+    # AWS access key ids (long-term AKIA, temporary ASIA)
+    ("aws", r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
+    # JSON Web Tokens: header.payload.signature, both first parts base64url of "{"
+    ("jwt", r"eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"),
+    # GitHub tokens
+    ("github", r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
+    # Slack tokens
+    ("slack", r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9\-]{10,}"),
+    # Google API keys
+    ("google", r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),
+    # PEM private keys (to the END line, or to the end of a value cut before it)
+    ("pem", r"-----BEGIN[A-Z ]{0,20} PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]{0,20} PRIVATE KEY-----|\Z)"),
+    # user:password@ in URLs and connection strings
+    ("url", r"(?P<url>://[^\s:/@\"']{0,256}:)[^\s/@\"']{1,256}(?=@)"),
+    # key=value / "key": "value" in free text and serialised JSON (optionally \"-escaped);
+    # "Authorization: Bearer x" loses scheme and token together
+    (
+        "kv",
+        r"(?P<kv>" + _KV_KEYS + r"\\?[\"']?\s{0,8}[:=]\s{0,8})"
+        r"(?P<kvval>(?i:bearer|basic|token)\s+[A-Za-z0-9._~+/\-]+=*"
+        r"|\\\"(?:[^\"\\]|\\[^\"])*\\\"|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"',;&}\])\\<>]+)",
+    ),
+)
+VALUE_RE = re.compile("|".join(f"(?:{pattern})" for _, pattern in VALUE_PATTERNS))
+# Every VALUE_RE match contains one of these (lower-cased), or both "@" and "://".
+# Checking them with `in` costs about 0.4 ns per character each; scanning with
+# VALUE_RE itself, whose alternatives share no rare first character, costs ~20 ns
+# per character. Most strings contain none of them and never reach VALUE_RE.
+GATE_LITERALS = (
+    "key", "token", "pass", "secret", "authoriz", "cookie", "credential", "bearer",
+    "sk-", "sk_", "rk_", "akia", "asia", "eyj", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
+    "xox", "aiza",
+)  # fmt: skip
+# No pattern can match fewer characters than this (e.g. "token=ab").
+MIN_SECRET_CHARS = 8
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_KEY_WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_key_cache: dict[str, bool] = {}
+# key_chars -> {raw key: (stored key, is secret)}, for the attribute-map hot loop
+_key_entries: dict[int, dict[str, tuple[str, bool]]] = {}
+_KEY_CACHE_MAX = 20_000  # keys repeat; a sender of random keys only resets the cache
+
+
+def is_secret_key(key: str) -> bool:
+    """Does an attribute key name a credential (see the tables above)?"""
+    verdict = _key_cache.get(key)
+    if verdict is None:
+        verdict = _classify_key(key)
+        if len(_key_cache) >= _KEY_CACHE_MAX:
+            _key_cache.clear()
+        _key_cache[key] = verdict
+    return verdict
+
+
+def _classify_key(key: str) -> bool:
+    words = [word.lower() for word in _KEY_WORD_RE.findall(key)]
+    for i, word in enumerate(words):
+        if word == "token":
+            neighbours = words[max(i - 1, 0) : i] + words[i + 1 : i + 2]
+            if any(neighbour in TOKEN_COUNT_WORDS for neighbour in neighbours):
+                continue
+            return True
+        if word in SECRET_KEY_WORDS:
+            return True
+        if i and (words[i - 1], word) in SECRET_KEY_PHRASES:
+            return True
+    # Also the whole key squashed: "x_api_key" -> "xapikey", "Set-Cookie" -> "setcookie".
+    return "".join(words) in SECRET_KEY_WORDS
+
+
+def _replace(match: re.Match) -> str:
+    if match.group("kv") is not None:
+        value = match.group("kvval")
+        bare = value.strip("\\\"'")
+        if bare.isdigit() or bare == REDACTED:  # "max_token=100" is a count, not a secret
+            return match.group(0)
+        if value.startswith('\\"'):
+            quote = '\\"'
+        elif value[0] in "\"'":
+            quote = value[0]
+        else:
+            quote = ""
+        return match.group("kv") + quote + REDACTED + quote
+    if match.group("bearer") is not None:
+        return match.group("bearer") + REDACTED
+    if match.group("url") is not None:
+        return match.group("url") + REDACTED
+    return REDACTED
+
+
+def _may_hold_secret(text: str) -> bool:
+    lowered = text.lower()
+    for literal in GATE_LITERALS:
+        if literal in lowered:
+            return True
+    return "@" in lowered and "://" in lowered
+
+
+def scrub_text(text: str) -> str:
+    """Replace credential-shaped substrings (VALUE_PATTERNS) of any string."""
+    if len(text) < MIN_SECRET_CHARS or not _may_hold_secret(text):
+        return text
+    return VALUE_RE.sub(_replace, text)
+
+
+def clean_string(text: str, max_chars: int) -> str:
+    """NUL and lone surrogates -> U+FFFD; cut to at most max_chars, ending with the truncation marker."""
+    if len(text) > max_chars:
+        text = _truncate(text, max_chars)
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    if not text.isascii() and _SURROGATE_RE.search(text):
+        text = _SURROGATE_RE.sub("\ufffd", text)
+    return text
+
+
+def _truncate(text: str, max_chars: int) -> str:
+    removed = len(text) - max_chars
+    for _ in range(3):  # the marker's own length depends on the count it prints
+        marker = f"{TRUNCATION_MARKER}{removed} chars]"
+        keep = max_chars - len(marker)
+        if keep < len(marker):  # a limit too small for a marker: a plain cut
+            return text[:max_chars]
+        removed = len(text) - keep
+    return text[:keep] + f"{TRUNCATION_MARKER}{removed} chars]"
+
+
+def redact_string(text: str, max_chars: int) -> str:
+    """scrub_text, then clean_string: for span names, event names and status messages."""
+    return clean_string(scrub_text(text), max_chars)
+
+
+def redact_attributes(attrs: Mapping[str, Any], limits) -> dict[str, Any]:
+    """A new attribute map that is safe to store (see the module docstring).
+
+    `limits` is an IngestLimits: max_attribute_key_chars, max_attribute_value_chars
+    and max_value_depth apply (an attribute holding a kvlist or array is at depth 1;
+    a kvlist or array deeper than the limit becomes DEPTH_MARKER). Values are
+    JSON-ready Python (str, bool, int, float, None, list, dict), as otlp.py makes them.
+    """
+    return _redact_map(attrs, limits.max_attribute_key_chars, limits.max_attribute_value_chars, limits.max_value_depth, 0)
+
+
+def _key_entry(key, key_chars: int) -> tuple[str, bool]:
+    entries = _key_entries.setdefault(key_chars, {})
+    entry = entries.get(key)
+    if entry is None:
+        stored = clean_string(key if type(key) is str else str(key), key_chars)
+        entry = (stored, is_secret_key(stored))
+        if len(entries) >= _KEY_CACHE_MAX:
+            entries.clear()
+        entries[key] = entry
+    return entry
+
+
+def _redact_map(attrs: Mapping, key_chars: int, value_chars: int, max_depth: int, depth: int) -> dict:
+    # One gate over all the map's strings at once: most maps hold no candidate at all.
+    strings = [value for value in attrs.values() if type(value) is str and len(value) >= MIN_SECRET_CHARS]
+    suspicious = bool(strings) and _may_hold_secret("\n".join(strings))
+    entries = _key_entries.get(key_chars) or {}
+    out = {}
+    for key, value in attrs.items():
+        entry = entries.get(key)
+        if entry is None:
+            entry = _key_entry(key, key_chars)
+        key, secret = entry
+        if secret:
+            if value is not None and value is not True and value is not False and value != "":
+                value = REDACTED
+        elif type(value) is str:
+            if suspicious:
+                value = scrub_text(value)
+            if len(value) > value_chars or "\x00" in value or not value.isascii():
+                value = clean_string(value, value_chars)
+        elif type(value) is dict:
+            value = _redact_map(value, key_chars, value_chars, max_depth, depth + 1) if depth < max_depth else DEPTH_MARKER
+        elif type(value) is list:
+            value = _redact_list(value, key_chars, value_chars, max_depth, depth + 1) if depth < max_depth else DEPTH_MARKER
+        out[key] = value
+    return out
+
+
+def _redact_list(values: list, key_chars: int, value_chars: int, max_depth: int, depth: int) -> list:
+    out = []
+    for value in values:
+        if type(value) is str:
+            value = clean_string(scrub_text(value), value_chars)
+        elif type(value) is dict:
+            value = _redact_map(value, key_chars, value_chars, max_depth, depth + 1) if depth < max_depth else DEPTH_MARKER
+        elif type(value) is list:
+            value = _redact_list(value, key_chars, value_chars, max_depth, depth + 1) if depth < max_depth else DEPTH_MARKER
+        out.append(value)
+    return out

@@ -1,0 +1,241 @@
+"""Write services of the ingest path. The /v1/traces view calls `spans_ingest` and nothing else writes spans."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from ingest import linking, normalize, otlp, partitions, storage
+from ingest.limits import IngestLimits
+from ingest.models import ApiKey, IngestStat, Project, hash_api_key, new_api_key
+from ingest.records import SpanRecord
+
+# Spans flattened and written per step, so a 64 MiB request never holds all its rows at once.
+SLICE_SPANS = 2_000
+# How often last_used_at is written for a busy key: not on every request.
+KEY_TOUCH_INTERVAL = dt.timedelta(seconds=60)
+
+
+@dataclass
+class IngestResult:
+    accepted: int = 0
+    duplicates: int = 0
+    tool_calls: int = 0
+    rejected: Counter = field(default_factory=Counter)  # reason -> spans
+
+    @property
+    def rejected_count(self) -> int:
+        return sum(self.rejected.values())
+
+    def rejection_message(self) -> str:
+        return "; ".join(f"{count} span(s) rejected: {reason}" for reason, count in sorted(self.rejected.items()))
+
+
+class AuthError(Exception):
+    def __init__(self, http_status: int, message: str):
+        super().__init__(message)
+        self.http_status = http_status
+        self.message = message
+
+
+def api_key_create(*, project: Project, name: str = "default") -> tuple[ApiKey, str]:
+    """Create a key; the plain key is returned once and only its hash is stored."""
+    plain = new_api_key()
+    key = ApiKey.objects.create(
+        project=project,
+        name=name,
+        prefix=plain[: len("tw_") + 8],
+        hashed_key=hash_api_key(plain),
+    )
+    return key, plain
+
+
+def api_key_revoke(*, key: ApiKey) -> None:
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+
+
+def api_key_authenticate(authorization: str, *, project_slug: str = "") -> ApiKey:
+    """The active key named by an `Authorization: Bearer <key>` header, or AuthError (401/403)."""
+    scheme, _, token = authorization.strip().partition(" ")
+    if not authorization.strip():
+        raise AuthError(401, "missing Authorization header; send 'Authorization: Bearer <project API key>'")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError(401, "Authorization header must be 'Bearer <project API key>'")
+    key = ApiKey.objects.select_related("project").filter(hashed_key=hash_api_key(token.strip())).first()
+    if key is None:
+        raise AuthError(401, "API key not recognised")
+    if key.revoked_at is not None:
+        raise AuthError(403, f"API key {key.prefix}… was revoked")
+    if project_slug and project_slug != key.project.slug:
+        raise AuthError(403, f"API key {key.prefix}… belongs to another project, not '{project_slug}'")
+    return key
+
+
+def api_key_touch(*, key: ApiKey, now: dt.datetime) -> None:
+    if key.last_used_at is None or now - key.last_used_at >= KEY_TOUCH_INTERVAL:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+
+
+def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.datetime | None = None) -> IngestResult:
+    """Store every span of a decoded ExportTraceServiceRequest, once, with a tool-call row per tool span.
+
+    Durable on return: everything is committed in one transaction. Spans already
+    stored (same project, trace and span id) count as duplicates and change nothing.
+    Spans that cannot be stored are counted in `rejected` by reason (partial success).
+    Raises django.db.Error when the database cannot take the write.
+    """
+    now = now or timezone.now()
+    now_ns = int(now.timestamp()) * 1_000_000_000
+    oldest_ns = now_ns - project.retention_days * 86_400 * 1_000_000_000
+    result = IngestResult()
+    escalation_tools = frozenset(project.escalation_tools or ())
+
+    # Partition DDL locks the parent table, so it runs before (outside) the write transaction.
+    partitions.ensure_partitions(_start_days(request, min_ns=oldest_ns, max_ns=now_ns + 86_400 * 10**9))
+
+    parents: dict[linking.Key, str] = {}
+    agents: dict[linking.Key, str] = {}
+    agentless: list[linking.Key] = []
+    first_start_ns = None
+    with transaction.atomic():
+        _bound_statement_time()
+        slice_: list[SpanRecord] = []
+        for item in otlp.iter_spans(request, limits, now_ns=now_ns):
+            if isinstance(item, otlp.RejectedSpan):
+                result.rejected[item.reason] += item.count
+                continue
+            if item.start_ns < oldest_ns:
+                result.rejected[f"older than the project's retention of {project.retention_days} days"] += 1
+                continue
+            key = (item.trace_id, item.span_id)
+            parents[key] = item.parent_span_id
+            agent = linking.span_agent(item.attributes)
+            if agent:
+                agents[key] = agent
+            first_start_ns = item.start_ns if first_start_ns is None else min(first_start_ns, item.start_ns)
+            slice_.append(item)
+            if len(slice_) >= SLICE_SPANS:
+                _write_slice(project, slice_, escalation_tools, now, parents, agents, agentless, result)
+                slice_ = []
+        _write_slice(project, slice_, escalation_tools, now, parents, agents, agentless, result)
+        if first_start_ns is not None:
+            _settle_agents(project, parents, agents, agentless, first_start_ns)
+        _record_stats(project, now, result)
+    return result
+
+
+def _bound_statement_time() -> None:
+    """Give up (and answer 503) before the exporters' 10 s timeout turns a slow 200 into a duplicate."""
+    if connection.vendor != "postgresql":
+        return
+    timeout_ms = int(settings.INGEST_STATEMENT_TIMEOUT_MS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true)",
+            [f"{timeout_ms}ms", f"{timeout_ms}ms"],
+        )
+
+
+def _start_days(request, *, min_ns: int, max_ns: int) -> set[dt.date]:
+    """The UTC days the request's storable spans start on (a cheap pass over the decoded message)."""
+    day_ns = 86_400 * 1_000_000_000
+    day_numbers = {
+        span.start_time_unix_nano // day_ns
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+        if min_ns <= span.start_time_unix_nano <= max_ns
+    }
+    epoch = dt.date(1970, 1, 1)
+    return {epoch + dt.timedelta(days=number) for number in day_numbers}
+
+
+def _write_slice(project, spans, escalation_tools, now, parents, agents, agentless, result: IngestResult) -> None:
+    if not spans:
+        return
+    span_rows = [storage.span_row(project.pk, span, agents.get((span.trace_id, span.span_id), ""), now) for span in spans]
+    new_keys = storage.insert_spans(span_rows)
+    result.accepted += len(new_keys)
+    result.duplicates += len(spans) - len(new_keys)
+    toolcall_rows = []
+    for span in spans:
+        key = (span.trace_id, span.span_id)
+        if key not in new_keys:
+            continue
+        new_keys.discard(key)  # the same span twice in one request is stored once
+        call = normalize.normalize_tool_call(span, escalation_tools=escalation_tools)
+        if call is None:
+            continue
+        if not call.agent:
+            call.agent = linking.resolve_agent(key, parents, agents)
+            if not call.agent:
+                agentless.append(key)
+        toolcall_rows.append(storage.toolcall_row(project.pk, span, call, now))
+    storage.insert_toolcalls(toolcall_rows)
+    result.tool_calls += len(toolcall_rows)
+
+
+def _settle_agents(project, parents, agents, agentless, first_start_ns: int) -> None:
+    """Give tool calls the agent of their nearest agent ancestor, whichever request brought it."""
+    traces_with_agents = {trace_id for trace_id, _ in agents}
+    pending_traces = {trace_id for trace_id, _ in agentless}
+    traces = sorted(traces_with_agents | pending_traces)
+    if not traces:
+        return
+    # Ancestors and earlier tool calls of a trace started within a day before its first span here.
+    since = storage.ns_to_datetime(first_start_ns) - dt.timedelta(days=1)
+    stored_agentless = storage.find_toolcalls_without_agent(project.pk, sorted(traces_with_agents), since)
+    targets = set(agentless) | set(stored_agentless)
+    # Only look further up the tree in the database when this request alone cannot settle it.
+    resolved = linking.resolve_agents(targets, parents, agents)
+    unresolved_traces = sorted({trace_id for trace_id, _ in targets - resolved.keys()})
+    if unresolved_traces:
+        all_parents, all_agents = dict(parents), dict(agents)
+        for trace_id, span_id, parent_span_id, agent in storage.find_agent_spans(project.pk, unresolved_traces, since):
+            all_parents.setdefault((trace_id, span_id), parent_span_id)
+            if agent:
+                all_agents.setdefault((trace_id, span_id), agent)
+        resolved.update(linking.resolve_agents(targets - resolved.keys(), all_parents, all_agents))
+    storage.set_toolcall_agents(project.pk, resolved, since)
+
+
+def _record_stats(project: Project, now: dt.datetime, result: IngestResult) -> None:
+    counts = Counter()
+    if result.accepted:
+        counts[(IngestStat.Outcome.ACCEPTED, "")] = result.accepted
+    if result.duplicates:
+        counts[(IngestStat.Outcome.DUPLICATE, "")] = result.duplicates
+    for reason, count in result.rejected.items():
+        counts[(IngestStat.Outcome.REJECTED, reason[:200])] += count
+    ingest_stats_add(project=project, now=now, counts=counts)
+
+
+def ingest_stats_add(*, project: Project, now: dt.datetime, counts: Counter) -> None:
+    """Add to the hourly ingest-health counters (an upsert, safe under concurrent requests)."""
+    if not counts:
+        return
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    rows = sorted(counts.items())
+    values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
+    params = [value for (outcome, reason), count in rows for value in (project.pk, hour, outcome, reason, count)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO ingest_ingeststat (project_id, hour, outcome, reason, count) VALUES {values} "
+            "ON CONFLICT (project_id, hour, outcome, reason) DO UPDATE "
+            "SET count = ingest_ingeststat.count + excluded.count",
+            params,
+        )
+
+
+def request_refused(*, project: Project, reason: str, now: dt.datetime | None = None) -> None:
+    """Count a whole request refused with a 4xx (bad data, too large, wrong media type)."""
+    ingest_stats_add(
+        project=project, now=now or timezone.now(), counts=Counter({(IngestStat.Outcome.REFUSED, reason[:200]): 1})
+    )

@@ -1,0 +1,217 @@
+"""The one database seam of the write path.
+
+PostgreSQL: COPY each slice into a temporary staging table, then
+`INSERT … SELECT … ON CONFLICT DO NOTHING RETURNING` into the partitioned table in
+the same transaction (COPY itself cannot skip conflicts), rows sorted by key so
+concurrent senders cannot deadlock on the unique index. Tool-call rows are then
+COPYed straight in for the spans that were new.
+
+SQLite: read which keys exist, bulk-insert the rest. Writes are serialised by
+SQLite's IMMEDIATE transactions, so nothing can slip in between.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+
+from django.db import connection
+
+from ingest.models import Span, ToolCall
+from ingest.records import SpanRecord, ToolCallRecord
+
+SPAN_COLUMNS = (
+    "project_id", "trace_id", "span_id", "parent_span_id", "name", "kind", "start_time", "end_time",
+    "status_code", "status_message", "service", "environment", "service_version", "scope_name",
+    "scope_version", "agent", "attributes", "resource_attributes", "events", "links", "trace_state",
+    "flags", "received_at",
+)  # fmt: skip
+TOOLCALL_COLUMNS = (
+    "project_id", "trace_id", "span_id", "parent_span_id", "start_time", "end_time", "latency_ms",
+    "tool", "convention", "tool_type", "call_id", "attempt", "resend_count", "arguments",
+    "arguments_hash", "result", "ok", "soft_failure", "error_class", "classified_by", "error_type",
+    "error_code", "message", "retryable", "field", "suggestion", "retry_after_ms", "escalated",
+    "next_action", "agent", "service", "environment", "fingerprint", "contract", "received_at",
+)  # fmt: skip
+
+Key = tuple[str, str]  # (trace_id, span_id)
+
+
+def ns_to_datetime(ns: int) -> dt.datetime:
+    # Integer arithmetic keeps microseconds exact (a float of ns since 1970 would not).
+    seconds, rem = divmod(ns, 1_000_000_000)
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).replace(microsecond=rem // 1000)
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json_or_none(value) -> str | None:
+    return None if value is None else _dumps(value)
+
+
+def _widths(model) -> dict[str, int]:
+    return {f.name: f.max_length for f in model._meta.concrete_fields if getattr(f, "max_length", None)}
+
+
+# varchar columns refuse longer values on PostgreSQL: cut ingested strings to fit.
+_SPAN_W = _widths(Span)
+_CALL_W = _widths(ToolCall)
+
+
+def _fit(value: str, width: int) -> str:
+    return value if len(value) <= width else value[:width]
+
+
+def span_row(project_id: int, span: SpanRecord, agent: str, received_at: dt.datetime) -> tuple:
+    w = _SPAN_W
+    return (
+        project_id, span.trace_id, span.span_id, span.parent_span_id, span.name, span.kind,
+        ns_to_datetime(span.start_ns), ns_to_datetime(span.end_ns), span.status_code, span.status_message,
+        _fit(span.service, w["service"]), _fit(span.environment, w["environment"]),
+        _fit(span.service_version, w["service_version"]), _fit(span.scope_name, w["scope_name"]),
+        _fit(span.scope_version, w["scope_version"]), _fit(agent, w["agent"]),
+        _dumps(span.attributes), _dumps(span.resource_attributes), _dumps(span.events), _dumps(span.links),
+        span.trace_state, span.flags, received_at,
+    )  # fmt: skip
+
+
+def toolcall_row(project_id: int, span: SpanRecord, call: ToolCallRecord, received_at: dt.datetime) -> tuple:
+    w = _CALL_W
+    return (
+        project_id, span.trace_id, span.span_id, span.parent_span_id, ns_to_datetime(span.start_ns),
+        ns_to_datetime(span.end_ns), (span.end_ns - span.start_ns) / 1e6, _fit(call.tool, w["tool"]),
+        _fit(call.convention, w["convention"]), _fit(call.tool_type, w["tool_type"]),
+        _fit(call.call_id, w["call_id"]), call.attempt, call.resend_count, _json_or_none(call.arguments),
+        call.arguments_hash, _json_or_none(call.result), call.ok, call.soft_failure,
+        _fit(call.error_class, w["error_class"]), _fit(call.classified_by, w["classified_by"]),
+        _fit(call.error_type, w["error_type"]), _fit(call.error_code, w["error_code"]), call.message,
+        call.retryable, _fit(call.field, w["field"]), call.suggestion, call.retry_after_ms, call.escalated,
+        _fit(call.next_action, w["next_action"]), _fit(call.agent, w["agent"]), _fit(span.service, w["service"]),
+        _fit(span.environment, w["environment"]), call.fingerprint, _dumps(call.contract), received_at,
+    )  # fmt: skip
+
+
+def insert_spans(span_rows: Sequence[tuple]) -> set[Key]:
+    """Insert span rows, skipping ones already stored; returns the keys that were new."""
+    if not span_rows:
+        return set()
+    if connection.vendor == "postgresql":
+        return _pg_insert_spans(span_rows)
+    return _orm_insert_spans(span_rows)
+
+
+def insert_toolcalls(toolcall_rows: Sequence[tuple]) -> None:
+    """Insert tool-call rows of spans that `insert_spans` just reported new."""
+    if not toolcall_rows:
+        return
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            with cursor.cursor.copy(f"COPY ingest_toolcall ({', '.join(TOOLCALL_COLUMNS)}) FROM STDIN") as copy:
+                for row in toolcall_rows:
+                    copy.write_row(row)
+        return
+    ToolCall.objects.bulk_create(
+        [ToolCall(**_decode_json_columns(dict(zip(TOOLCALL_COLUMNS, row)))) for row in toolcall_rows],
+        batch_size=500,
+    )
+
+
+def _pg_insert_spans(span_rows: Sequence[tuple]) -> set[Key]:
+    columns = ", ".join(SPAN_COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS tw_span_stage ON COMMIT DELETE ROWS AS "
+            f"SELECT {columns} FROM ingest_span WITH NO DATA"
+        )
+        # A connection reused after an aborted transaction may hold leftovers.
+        cursor.execute("TRUNCATE tw_span_stage")
+        with cursor.cursor.copy(f"COPY tw_span_stage ({columns}) FROM STDIN") as copy:
+            for row in span_rows:
+                copy.write_row(row)
+        cursor.execute(
+            f"INSERT INTO ingest_span ({columns}) SELECT {columns} FROM tw_span_stage "
+            "ORDER BY trace_id, span_id ON CONFLICT DO NOTHING RETURNING trace_id, span_id"
+        )
+        return {(trace_id, span_id) for trace_id, span_id in cursor.fetchall()}
+
+
+def _orm_insert_spans(span_rows: Sequence[tuple]) -> set[Key]:
+    project_id = span_rows[0][0]
+    trace_ids = sorted({row[1] for row in span_rows})
+    existing: set[Key] = set()
+    for start in range(0, len(trace_ids), 500):
+        existing.update(
+            Span.objects.filter(project_id=project_id, trace_id__in=trace_ids[start : start + 500]).values_list(
+                "trace_id", "span_id"
+            )
+        )
+    new_rows = {}
+    for row in span_rows:
+        key = (row[1], row[2])
+        if key not in existing and key not in new_rows:
+            new_rows[key] = row
+    Span.objects.bulk_create(
+        [Span(**_decode_json_columns(dict(zip(SPAN_COLUMNS, row)))) for row in new_rows.values()],
+        batch_size=500,
+    )
+    return set(new_rows)
+
+
+_JSON_COLUMNS = {"attributes", "resource_attributes", "events", "links", "arguments", "result", "contract"}
+
+
+def _decode_json_columns(values: dict) -> dict:
+    # The rows carry JSON text for COPY; the ORM wants Python values.
+    for name in _JSON_COLUMNS & values.keys():
+        if values[name] is not None:
+            values[name] = json.loads(values[name])
+    return values
+
+
+def find_agent_spans(project_id: int, trace_ids: Sequence[str], since: dt.datetime) -> list[tuple[str, str, str, str]]:
+    """(trace_id, span_id, parent_span_id, agent) of stored spans of these traces since a time."""
+    rows: list[tuple[str, str, str, str]] = []
+    for start in range(0, len(trace_ids), 500):
+        rows.extend(
+            Span.objects.filter(
+                project_id=project_id, trace_id__in=trace_ids[start : start + 500], start_time__gte=since
+            ).values_list("trace_id", "span_id", "parent_span_id", "agent")
+        )
+    return rows
+
+
+def find_toolcalls_without_agent(project_id: int, trace_ids: Sequence[str], since: dt.datetime) -> list[Key]:
+    rows: list[Key] = []
+    for start in range(0, len(trace_ids), 500):
+        rows.extend(
+            ToolCall.objects.filter(
+                project_id=project_id, trace_id__in=trace_ids[start : start + 500], start_time__gte=since, agent=""
+            ).values_list("trace_id", "span_id")
+        )
+    return rows
+
+
+def set_toolcall_agents(project_id: int, agents: dict[Key, str], since: dt.datetime) -> None:
+    if not agents:
+        return
+    items = sorted(agents.items())
+    if connection.vendor == "postgresql":
+        # One statement for the whole request: this runs on most requests, since agent
+        # spans end (and are exported) after their tool calls.
+        values = ", ".join(["(%s, %s, %s)"] * len(items))
+        params = [value for (trace_id, span_id), agent in items for value in (trace_id, span_id, agent)]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE ingest_toolcall AS t SET agent = v.agent FROM (VALUES {values}) AS v(trace_id, span_id, agent) "
+                "WHERE t.project_id = %s AND t.trace_id = v.trace_id AND t.span_id = v.span_id "
+                "AND t.start_time >= %s",
+                [*params, project_id, since],
+            )
+        return
+    for (trace_id, span_id), agent in items:
+        ToolCall.objects.filter(
+            project_id=project_id, trace_id=trace_id, span_id=span_id, start_time__gte=since
+        ).update(agent=agent)
