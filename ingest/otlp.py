@@ -45,7 +45,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from google.protobuf import json_format
+from google.protobuf import json_format, message_factory
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -526,7 +526,7 @@ def _parse_with_json_format(document) -> ExportTraceServiceRequest:
     try:
         return json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except json_format.ParseError as exc:
-        message, field = _parse_error_message(str(exc))
+        message, field = _parse_error_message(str(exc), document)
         raise OtlpError(400, message, field=field) from None
     except (TypeError, ValueError, RecursionError) as exc:
         raise OtlpError(400, f"body is not a valid ExportTraceServiceRequest: {exc}") from None
@@ -603,16 +603,58 @@ def _ids_to_base64(container: dict, path: str, names: tuple[str, ...]) -> None:
         container[name] = base64.b64encode(decoded).decode("ascii")
 
 
-_PARSE_ERROR = re.compile(r"^(?:Failed to parse \w+ field: )*(?P<detail>.*?)(?: at ExportTraceServiceRequest\.(?P<path>\S+?))?\.*$", re.S)
+_PARSE_ERROR = re.compile(
+    r"^(?P<chain>(?:Failed to parse \w+ field: )*)(?P<detail>.*?)(?: at ExportTraceServiceRequest\.(?P<path>\S+?))?\.*$", re.S
+)
+_CHAIN_FIELD = re.compile(r"Failed to parse (\w+) field: ")
 
 
-def _parse_error_message(text: str) -> tuple[str, str]:
-    """json_format's nested "Failed to parse x field: … at Request.a[0].b" -> ("a[0].b: …", "a[0].b")."""
+def _parse_error_message(text: str, document: dict) -> tuple[str, str]:
+    """json_format's "Failed to parse a field: … at Request.a[0].b" -> ("a[0].b: …", "a[0].b").
+
+    Some of its errors name only the chain of fields, not the indices: those are
+    found by parsing the elements along the chain one by one (only ever on this error path).
+    """
     match = _PARSE_ERROR.match(text)
-    if match is None or not match.group("path"):
+    if match is None:
         return f"body is not a valid ExportTraceServiceRequest: {text}", ""
-    path = match.group("path")
+    path = match.group("path") or _locate(document, _CHAIN_FIELD.findall(match.group("chain")))
+    if not path:
+        return f"body is not a valid ExportTraceServiceRequest: {text}", ""
     return f"{path}: {match.group('detail')}", path
+
+
+def _locate(document: dict, names: list[str]) -> str:
+    parts = []
+    node, descriptor = document, ExportTraceServiceRequest.DESCRIPTOR
+    for name in names:
+        field = descriptor.fields_by_camelcase_name.get(name) or descriptor.fields_by_name.get(name)
+        if field is None or not isinstance(node, dict):
+            break
+        value = node.get(name)
+        if field.message_type is None or not field.is_repeated or not isinstance(value, list):
+            parts.append(name)
+            node = value
+        else:
+            message_class = message_factory.GetMessageClass(field.message_type)
+            index = next((i for i, item in enumerate(value) if not _parses(item, message_class)), None)
+            if index is None:
+                parts.append(name)
+                break
+            parts.append(f"{name}[{index}]")
+            node = value[index]
+        if field.message_type is None:
+            break
+        descriptor = field.message_type
+    return ".".join(parts)
+
+
+def _parses(item, message_class) -> bool:
+    try:
+        json_format.ParseDict(item, message_class(), ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------

@@ -157,6 +157,7 @@ def only_rejection(request: ExportTraceServiceRequest) -> otlp.RejectedSpan:
 
 
 def refusal(call, *args) -> otlp.OtlpError:
+    """The OtlpError that call(*args) raises."""
     with pytest.raises(otlp.OtlpError) as caught:
         call(*args)
     return caught.value
@@ -557,8 +558,8 @@ def test_json_of_the_wrong_shape_is_refused_with_400_naming_the_path(document, p
         ({"attributes": 5}, "resourceSpans[0].scopeSpans[0].spans[0]", "attributes"),
         ({"attributes": [{"key": "a", "value": {"intValue": 1.5}}]}, "resourceSpans[0].scopeSpans[0].spans[0].attributes[0].value.intValue", "1.5"),
         ({"startTimeUnixNano": "soon"}, "resourceSpans[0].scopeSpans[0].spans[0].startTimeUnixNano", "soon"),
-        ({"name": 42}, "resourceSpans[0].scopeSpans[0].spans[0].name", "42"),
-        ({"kind": "SPAN_KIND_SIDEWAYS"}, "resourceSpans[0].scopeSpans[0].spans[0].kind", "SPAN_KIND_SIDEWAYS"),
+        ({"name": 42}, "resourceSpans[0].scopeSpans[0].spans[0].name", "got 'int'"),
+        ({"kind": [1]}, "resourceSpans[0].scopeSpans[0].spans[0].kind", "list"),
     ],
 )
 def test_values_json_format_cannot_map_are_refused_with_400_naming_the_path(fields, path, words):
@@ -796,7 +797,15 @@ def test_names_keys_values_and_labels_are_cut_at_their_limits():
     ((key, value),) = record.attributes.items()
     assert (len(key), len(value)) == (40, 100)
     assert len(record.status_message) == 100
-    assert len(record.service) == otlp.LABEL_CHARS
+
+
+def test_service_environment_version_and_scope_fit_their_256_character_columns():
+    resource = {"service.name": "s" * 1000, "deployment.environment.name": "e" * 1000, "service.version": "v" * 1000}
+
+    record = only_record(pb_request((resource, [pb_span(1)]), scope="x" * 1000))
+
+    assert {len(record.service), len(record.environment), len(record.service_version), len(record.scope_name)} == {otlp.LABEL_CHARS}
+    assert record.service.startswith("sss") and TRUNCATION_MARKER in record.service
 
 
 def test_kvlists_nested_deeper_than_the_limit_become_a_marker():
@@ -827,7 +836,7 @@ def test_spans_are_yielded_lazily_so_the_caller_can_write_in_slices():
 def test_more_spans_than_the_limit_is_413_before_anything_is_yielded():
     request = pb_request(({}, [pb_span(1), pb_span(2)]), ({}, [pb_span(3)]))
 
-    error = refusal(otlp.iter_spans, request, IngestLimits(max_spans_per_request=2), NOW_NS)
+    error = refusal(lambda: otlp.iter_spans(request, IngestLimits(max_spans_per_request=2), now_ns=NOW_NS))
 
     assert error.http_status == 413
     assert error.message == "3 spans in one request exceeds the limit of 2"
