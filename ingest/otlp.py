@@ -159,7 +159,8 @@ def decompress(body: bytes, content_encoding: str, limit: int) -> bytes:
             raise OtlpError(413, f"body of {len(body)} bytes exceeds {limit} bytes")
         return body
     if coding not in ("gzip", "x-gzip", "deflate"):
-        raise OtlpError(415, f"unsupported Content-Encoding {content_encoding.strip()[:100]!r}; use gzip, deflate or identity")
+        shown = content_encoding.strip()[:100]
+        raise OtlpError(415, f"unsupported Content-Encoding {shown!r}; use gzip, deflate or identity")
     if not body:
         return b""
     if coding == "deflate":
@@ -243,7 +244,8 @@ def _decode_json(body: bytes) -> ExportTraceServiceRequest:
         else:
             document = json.loads(body)
     except json.JSONDecodeError as exc:
-        raise OtlpError(400, f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (char {exc.pos})") from None
+        where = f"line {exc.lineno} column {exc.colno} (char {exc.pos})"
+        raise OtlpError(400, f"body is not valid JSON: {exc.msg} at {where}") from None
     except UnicodeDecodeError as exc:
         raise OtlpError(400, f"body is not valid JSON: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except RecursionError:
@@ -573,15 +575,17 @@ def _check_shape_and_ids(document) -> None:
                         for k, span in enumerate(_expect(spans, list, f"{ss_path}.spans")):
                             span_path = f"{ss_path}.spans[{k}]"
                             _expect(span, dict, span_path)
-                            _ids_to_base64(span, span_path, ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"))
+                            _ids_to_base64(span, span_path, _SPAN_ID_FIELDS)
                             for _, links in _spelled(span, "links"):
                                 for m, link in enumerate(_expect(links, list, f"{span_path}.links")):
                                     link_path = f"{span_path}.links[{m}]"
                                     _expect(link, dict, link_path)
-                                    _ids_to_base64(link, link_path, ("traceId", "trace_id", "spanId", "span_id"))
+                                    _ids_to_base64(link, link_path, _LINK_ID_FIELDS)
 
 
 _ID_HEX_CHARS = {"traceId": 32, "trace_id": 32, "spanId": 16, "span_id": 16, "parentSpanId": 16, "parent_span_id": 16}
+_SPAN_ID_FIELDS = tuple(_ID_HEX_CHARS)
+_LINK_ID_FIELDS = ("traceId", "trace_id", "spanId", "span_id")
 
 
 def _ids_to_base64(container: dict, path: str, names: tuple[str, ...]) -> None:
@@ -604,7 +608,9 @@ def _ids_to_base64(container: dict, path: str, names: tuple[str, ...]) -> None:
 
 
 _PARSE_ERROR = re.compile(
-    r"^(?P<chain>(?:Failed to parse \w+ field: )*)(?P<detail>.*?)(?: at ExportTraceServiceRequest\.(?P<path>\S+?))?\.*$", re.S
+    r"^(?P<chain>(?:Failed to parse \w+ field: )*)(?P<detail>.*?)"
+    r"(?: at ExportTraceServiceRequest\.(?P<path>\S+?))?\.*$",
+    re.S,
 )
 _CHAIN_FIELD = re.compile(r"Failed to parse (\w+) field: ")
 
@@ -751,7 +757,9 @@ def _label(value) -> str:
     return clean_string(value, LABEL_CHARS)
 
 
-def _flatten(request: ExportTraceServiceRequest, limits: IngestLimits, now_ns: int) -> Iterator[SpanRecord | RejectedSpan]:
+def _flatten(
+    request: ExportTraceServiceRequest, limits: IngestLimits, now_ns: int
+) -> Iterator[SpanRecord | RejectedSpan]:
     max_attributes = limits.max_attributes_per_span
     max_events = limits.max_events_per_span
     max_links = limits.max_links_per_span

@@ -239,7 +239,7 @@ def redact_attributes(attrs: Mapping[str, Any], limits) -> dict[str, Any]:
     a kvlist or array deeper than the limit becomes DEPTH_MARKER). Values are
     JSON-ready Python (str, bool, int, float, None, list, dict), as otlp.py makes them.
     """
-    return _redact_map(attrs, limits.max_attribute_key_chars, limits.max_attribute_value_chars, limits.max_value_depth, 0)
+    return _redact_map(attrs, (limits.max_attribute_key_chars, limits.max_attribute_value_chars, limits.max_value_depth), 0)
 
 
 def _key_entry(key, key_chars: int) -> tuple[str, bool]:
@@ -254,7 +254,9 @@ def _key_entry(key, key_chars: int) -> tuple[str, bool]:
     return entry
 
 
-def _redact_map(attrs: Mapping, key_chars: int, value_chars: int, max_depth: int, depth: int) -> dict:
+# limits: (max key chars, max value chars, max depth); depth: that of the container
+def _redact_map(attrs: Mapping, limits: tuple[int, int, int], depth: int) -> dict:
+    key_chars, value_chars, _ = limits
     # One gate over all the map's strings at once: most maps hold no candidate at all.
     strings = [value for value in attrs.values() if type(value) is str and len(value) >= MIN_SECRET_CHARS]
     suspicious = bool(strings) and _may_hold_secret("\n".join(strings))
@@ -273,22 +275,26 @@ def _redact_map(attrs: Mapping, key_chars: int, value_chars: int, max_depth: int
                 value = scrub_text(value)
             if len(value) > value_chars or "\x00" in value or not value.isascii():
                 value = clean_string(value, value_chars)
-        elif type(value) is dict:
-            value = _redact_map(value, key_chars, value_chars, max_depth, depth + 1) if depth < max_depth else DEPTH_MARKER
-        elif type(value) is list:
-            value = _redact_list(value, key_chars, value_chars, max_depth, depth + 1) if depth < max_depth else DEPTH_MARKER
+        elif type(value) is dict or type(value) is list:
+            value = _redact_nested(value, limits, depth + 1)
         out[key] = value
     return out
 
 
-def _redact_list(values: list, key_chars: int, value_chars: int, max_depth: int, depth: int) -> list:
+def _redact_list(values: list, limits: tuple[int, int, int], depth: int) -> list:
     out = []
     for value in values:
         if type(value) is str:
-            value = clean_string(scrub_text(value), value_chars)
-        elif type(value) is dict:
-            value = _redact_map(value, key_chars, value_chars, max_depth, depth + 1) if depth < max_depth else DEPTH_MARKER
-        elif type(value) is list:
-            value = _redact_list(value, key_chars, value_chars, max_depth, depth + 1) if depth < max_depth else DEPTH_MARKER
+            value = clean_string(scrub_text(value), limits[1])
+        elif type(value) is dict or type(value) is list:
+            value = _redact_nested(value, limits, depth + 1)
         out.append(value)
     return out
+
+
+def _redact_nested(value: dict | list, limits: tuple[int, int, int], depth: int):
+    if depth > limits[2]:
+        return DEPTH_MARKER
+    if type(value) is dict:
+        return _redact_map(value, limits, depth)
+    return _redact_list(value, limits, depth)
