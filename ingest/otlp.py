@@ -251,7 +251,7 @@ def _decode_json(body: bytes) -> ExportTraceServiceRequest:
     except RecursionError:
         raise OtlpError(400, "body is not valid JSON: nested too deeply") from None
     # The fast builder maps the shapes real exporters send straight into protobuf
-    # constructors (about 15x faster than json_format). Anything it does not know
+    # constructors (about 5x faster than json_format). Anything it does not know
     # for certain goes to json_format, which is the authority on OTLP/JSON.
     try:
         return _build_request(document)
@@ -796,22 +796,23 @@ def _flatten(
                     yield RejectedSpan(problem[0], problem[1], 1, trace_id[:32].hex(), span_id[:32].hex())
                     continue
 
-                raw, dropped = _attributes(span.attributes, max_attributes)
+                raw, dropped_attributes = _attributes(span.attributes, max_attributes)
                 attributes = redact_attributes(raw, limits) if raw else {}
-                dropped += span.dropped_attributes_count
-                if dropped:
-                    attributes[DROPPED_ATTRIBUTES] = dropped
+                dropped_attributes += span.dropped_attributes_count
+                if dropped_attributes:
+                    attributes[DROPPED_ATTRIBUTES] = dropped_attributes
 
                 events = []
-                if span.events:
-                    source = span.events
-                    dropped = span.dropped_events_count + max(len(source) - max_events, 0)
+                dropped_events = span.dropped_events_count
+                source = span.events
+                if source:
+                    dropped_events += max(len(source) - max_events, 0)
                     for event in source if len(source) <= max_events else source[:max_events]:
-                        raw, event_dropped = _attributes(event.attributes, max_attributes)
+                        raw, dropped = _attributes(event.attributes, max_attributes)
                         event_attributes = redact_attributes(raw, limits) if raw else {}
-                        event_dropped += event.dropped_attributes_count
-                        if event_dropped:
-                            event_attributes[DROPPED_ATTRIBUTES] = event_dropped
+                        dropped += event.dropped_attributes_count
+                        if dropped:
+                            event_attributes[DROPPED_ATTRIBUTES] = dropped
                         events.append(
                             {
                                 "name": redact_string(event.name, name_chars),
@@ -819,20 +820,18 @@ def _flatten(
                                 "attributes": event_attributes,
                             }
                         )
-                else:
-                    dropped = span.dropped_events_count
-                if dropped:
-                    attributes[DROPPED_EVENTS] = dropped
+                if dropped_events:
+                    attributes[DROPPED_EVENTS] = dropped_events
 
                 links = []
-                dropped = span.dropped_links_count
-                if span.links:
-                    source = span.links
-                    dropped += max(len(source) - max_links, 0)
+                dropped_links = span.dropped_links_count
+                source = span.links
+                if source:
+                    dropped_links += max(len(source) - max_links, 0)
                     for link in source if len(source) <= max_links else source[:max_links]:
                         link_trace, link_span = link.trace_id, link.span_id
                         if len(link_trace) != 16 or len(link_span) != 8:
-                            dropped += 1  # a link to nothing identifiable
+                            dropped_links += 1  # a link to nothing identifiable
                             continue
                         raw, _ = _attributes(link.attributes, max_attributes)
                         links.append(
@@ -842,8 +841,8 @@ def _flatten(
                                 "attributes": redact_attributes(raw, limits) if raw else {},
                             }
                         )
-                if dropped:
-                    attributes[DROPPED_LINKS] = dropped
+                if dropped_links:
+                    attributes[DROPPED_LINKS] = dropped_links
 
                 status = span.status
                 kind = span.kind

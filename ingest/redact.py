@@ -17,7 +17,8 @@ Two independent guards:
 Then every string is cleaned: NUL (which PostgreSQL `text` and `jsonb` cannot hold)
 and lone surrogates (which cannot be encoded as UTF-8) become U+FFFD, and strings
 over the limit are cut and end with TRUNCATION_MARKER. Redaction runs before the
-cut, so a secret straddling the cut cannot leave a recognisable-but-unmatched head.
+cut, so a secret straddling the cut cannot leave a recognisable-but-unmatched head;
+of a string far over the limit only the part kept plus SCRUB_MARGIN is scanned.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ TOKEN_COUNT_WORDS = frozenset(
 # replacement keeps what tells a reader what was there: the scheme word of an
 # Authorization value, the key of a key=value pair, the user of a URL.
 _KV_KEYS = (
-    r"(?i:pass(?:word|wd|phrase)|secret|api[_-]?key|x-api-key|(?:access|refresh|auth|id|session|bearer)[_-]?token"
+    r"(?i:pass(?:word|wd|phrase)|secret|api[_-]?key|(?:access|refresh|auth|id|session|bearer)[_-]?token"
     r"|token|authorization|cookie|credentials?|private[_-]?key)"
 )
 VALUE_PATTERNS = (
@@ -112,13 +113,15 @@ VALUE_PATTERNS = (
     ("pem", r"-----BEGIN[A-Z ]{0,20} PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]{0,20} PRIVATE KEY-----|\Z)"),
     # user:password@ in URLs and connection strings
     ("url", r"(?P<url>://[^\s:/@\"']{0,256}:)[^\s/@\"']{1,256}(?=@)"),
-    # key=value / "key": "value" in free text and serialised JSON (optionally \"-escaped);
-    # "Authorization: Bearer x" loses scheme and token together
+    # key=value / "key": "value" in free text and serialised JSON (optionally \"-escaped;
+    # a quoted value may be cut short, as OpenLLMetry cuts long JSON); "Authorization:
+    # Bearer x" loses scheme and token together
     (
         "kv",
         r"(?P<kv>" + _KV_KEYS + r"\\?[\"']?\s{0,8}[:=]\s{0,8})"
         r"(?P<kvval>(?i:bearer|basic|token)\s+[A-Za-z0-9._~+/\-]+=*"
-        r"|\\\"(?:[^\"\\]|\\[^\"])*\\\"|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"',;&}\])\\<>]+)",
+        r"|\\\"(?:[^\"\\]|\\[^\"])*(?:\\\"|\Z)|\"(?:[^\"\\\n]|\\.)*(?:\"|\Z)|'[^'\n]*(?:'|\Z)"
+        r"|[^\s\"',;&}\])\\<>]+)",
     ),
 )
 VALUE_RE = re.compile("|".join(f"(?:{pattern})" for _, pattern in VALUE_PATTERNS))
@@ -133,6 +136,10 @@ GATE_LITERALS = (
 )  # fmt: skip
 # No pattern can match fewer characters than this (e.g. "token=ab").
 MIN_SECRET_CHARS = 8
+# A string longer than its limit is scrubbed only this far past the cut: the rest is
+# never stored, and a 64 MiB value must not cost seconds of regex time. The margin
+# lets a secret that straddles the cut still be recognised (and replaced) whole.
+SCRUB_MARGIN = 1024
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _KEY_WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -206,8 +213,13 @@ def scrub_text(text: str) -> str:
 
 def clean_string(text: str, max_chars: int) -> str:
     """NUL and lone surrogates -> U+FFFD; cut to at most max_chars, ending with the truncation marker."""
-    if len(text) > max_chars:
-        text = _truncate(text, max_chars)
+    return _clean(text, max_chars, 0)
+
+
+def _clean(text: str, max_chars: int, hidden: int) -> str:
+    # hidden: characters already sliced off the end (they count in the marker)
+    if hidden or len(text) > max_chars:
+        text = _truncate(text, max_chars, len(text) + hidden)
     if "\x00" in text:
         text = text.replace("\x00", "\ufffd")
     if not text.isascii() and _SURROGATE_RE.search(text):
@@ -215,20 +227,30 @@ def clean_string(text: str, max_chars: int) -> str:
     return text
 
 
-def _truncate(text: str, max_chars: int) -> str:
-    removed = len(text) - max_chars
+def _truncate(text: str, max_chars: int, total: int) -> str:
+    removed = total - max_chars
     for _ in range(3):  # the marker's own length depends on the count it prints
         marker = f"{TRUNCATION_MARKER}{removed} chars]"
         keep = max_chars - len(marker)
         if keep < len(marker):  # a limit too small for a marker: a plain cut
             return text[:max_chars]
-        removed = len(text) - keep
+        removed = total - keep
     return text[:keep] + f"{TRUNCATION_MARKER}{removed} chars]"
 
 
 def redact_string(text: str, max_chars: int) -> str:
     """scrub_text, then clean_string: for span names, event names and status messages."""
-    return clean_string(scrub_text(text), max_chars)
+    return _store_text(text, max_chars, True)
+
+
+def _store_text(text: str, max_chars: int, scrub: bool) -> str:
+    hidden = 0
+    if len(text) > max_chars + SCRUB_MARGIN:
+        hidden = len(text) - (max_chars + SCRUB_MARGIN)
+        text = text[: max_chars + SCRUB_MARGIN]
+    if scrub:
+        text = scrub_text(text)
+    return _clean(text, max_chars, hidden)
 
 
 def redact_attributes(attrs: Mapping[str, Any], limits) -> dict[str, Any]:
@@ -258,7 +280,12 @@ def _key_entry(key, key_chars: int) -> tuple[str, bool]:
 def _redact_map(attrs: Mapping, limits: tuple[int, int, int], depth: int) -> dict:
     key_chars, value_chars, _ = limits
     # One gate over all the map's strings at once: most maps hold no candidate at all.
-    strings = [value for value in attrs.values() if type(value) is str and len(value) >= MIN_SECRET_CHARS]
+    window = value_chars + SCRUB_MARGIN
+    strings = [
+        value if len(value) <= window else value[:window]
+        for value in attrs.values()
+        if type(value) is str and len(value) >= MIN_SECRET_CHARS
+    ]
     suspicious = bool(strings) and _may_hold_secret("\n".join(strings))
     entries = _key_entries.get(key_chars) or {}
     out = {}
@@ -271,10 +298,8 @@ def _redact_map(attrs: Mapping, limits: tuple[int, int, int], depth: int) -> dic
             if value is not None and value is not True and value is not False and value != "":
                 value = REDACTED
         elif type(value) is str:
-            if suspicious:
-                value = scrub_text(value)
-            if len(value) > value_chars or "\x00" in value or not value.isascii():
-                value = clean_string(value, value_chars)
+            if suspicious or len(value) > value_chars or "\x00" in value or not value.isascii():
+                value = _store_text(value, value_chars, suspicious)
         elif type(value) is dict or type(value) is list:
             value = _redact_nested(value, limits, depth + 1)
         out[key] = value
@@ -285,7 +310,7 @@ def _redact_list(values: list, limits: tuple[int, int, int], depth: int) -> list
     out = []
     for value in values:
         if type(value) is str:
-            value = clean_string(scrub_text(value), limits[1])
+            value = _store_text(value, limits[1], True)
         elif type(value) is dict or type(value) is list:
             value = _redact_nested(value, limits, depth + 1)
         out.append(value)

@@ -197,7 +197,7 @@ def find_toolcalls_without_agent(project_id: int, trace_ids: Sequence[str], sinc
 def set_toolcall_agents(project_id: int, agents: dict[Key, str], since: dt.datetime) -> None:
     if not agents:
         return
-    items = sorted(agents.items())
+    items = sorted((key, _fit(agent, _CALL_W["agent"])) for key, agent in agents.items())
     if connection.vendor == "postgresql":
         # One statement for the whole request: this runs on most requests, since agent
         # spans end (and are exported) after their tool calls.

@@ -83,7 +83,7 @@ def traces(request: HttpRequest) -> HttpResponse:
         return _unavailable(media)
     if media_error is not None:
         _count_refusal(key.project, media_error.http_status)
-        return _error(media, media_error.http_status, media_error.message)
+        return _answer(media, media_error.http_status, otlp.error_body(media, media_error))
     project = key.project
     limits = settings.INGEST_LIMITS
     now = timezone.now()
@@ -99,6 +99,8 @@ def traces(request: HttpRequest) -> HttpResponse:
     except (BodyError, otlp.OtlpError) as exc:
         logger.info("ingest: refused a request of project %s: %s %s", project.slug, exc.http_status, exc.message)
         _count_refusal(project, exc.http_status)
+        if isinstance(exc, otlp.OtlpError):
+            return _answer(media, exc.http_status, otlp.error_body(media, exc))  # names the JSON field too
         return _error(media, exc.http_status, exc.message)
 
     try:

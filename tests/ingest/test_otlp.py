@@ -149,6 +149,12 @@ def only_record(request: ExportTraceServiceRequest, limits: IngestLimits = DEFAU
     return record
 
 
+def only_records(request, limits=DEFAULT_LIMITS) -> list[SpanRecord]:
+    records, rejected = flatten(request, limits)
+    assert rejected == []
+    return records
+
+
 def only_rejection(request: ExportTraceServiceRequest) -> otlp.RejectedSpan:
     records, rejected = flatten(request)
     assert records == []
@@ -377,6 +383,12 @@ def rich_request() -> ExportTraceServiceRequest:
     )
     resource = {"service.name": "billing", "service.version": "2.0", "deployment.environment.name": "prod"}
     return pb_request((resource, [pb_span(1, name="invoke_agent billing"), tool]), ({"service.name": "other"}, [pb_span(3)]))
+
+
+def rich_request_single() -> ExportTraceServiceRequest:
+    request = rich_request()
+    tool = request.resource_spans[0].scope_spans[0].spans[1]
+    return pb_request(({"service.name": "billing"}, [tool]))
 
 
 def test_protobuf_and_json_of_the_same_spans_decode_to_equal_requests_and_records():
@@ -628,12 +640,6 @@ def test_each_resource_keeps_its_own_service_and_attributes():
     assert records["4"].resource_attributes == {}
 
 
-def only_records(request, limits=DEFAULT_LIMITS) -> list[SpanRecord]:
-    records, rejected = flatten(request, limits)
-    assert rejected == []
-    return records
-
-
 def test_the_newer_environment_attribute_wins_over_the_deprecated_one():
     resource = {"deployment.environment": "old", "deployment.environment.name": "new"}
 
@@ -653,12 +659,6 @@ def test_span_fields_are_flattened_with_hex_ids():
     assert record.events == [{"name": "retry", "time_ns": START_NS + 5, "attributes": {"attempt": 2}}]
     assert record.links == [{"trace_id": bytes(range(1, 17)).hex(), "span_id": bytes(range(1, 9)).hex(), "attributes": {"k": "v"}}]
     assert record.attributes[otlp.DROPPED_ATTRIBUTES] == 1  # as the sender reported
-
-
-def rich_request_single() -> ExportTraceServiceRequest:
-    request = rich_request()
-    tool = request.resource_spans[0].scope_spans[0].spans[1]
-    return pb_request(({"service.name": "billing"}, [tool]))
 
 
 def test_any_values_become_json_ready_python():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -218,6 +219,30 @@ def test_redaction_runs_before_truncation_so_a_cut_secret_leaves_no_head():
 
     assert "sk-A1b2" not in cut
     assert REDACTED[:5] in cut
+
+
+def test_the_marker_counts_every_character_cut_from_a_huge_value():
+    out = redact_attributes({"k": "a" * 100_000}, IngestLimits(max_attribute_value_chars=1000))["k"]
+
+    kept = out.index(TRUNCATION_MARKER)
+    assert len(out) == 1000
+    assert out.endswith(f"{TRUNCATION_MARKER}{100_000 - kept} chars]")
+
+
+def test_a_huge_value_full_of_secrets_is_redacted_quickly_where_it_is_kept():
+    text = "password=abc123 " * 4_000_000  # 64 MB
+
+    started = time.perf_counter()
+    out = redact_attributes({"log": text}, DEFAULT_LIMITS)["log"]
+
+    assert time.perf_counter() - started < 2
+    assert len(out) == DEFAULT_LIMITS.max_attribute_value_chars
+    assert "abc123" not in out
+
+
+def test_a_quoted_secret_cut_short_by_the_sender_is_still_redacted():
+    # OpenLLMetry cuts long JSON attribute values mid-string.
+    assert scrub_text('{"query": "x", "password": "hunter2-and-mo') == f'{{"query": "x", "password": "{REDACTED}"'
 
 
 def test_nul_characters_and_lone_surrogates_become_replacement_characters():

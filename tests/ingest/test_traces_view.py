@@ -355,3 +355,20 @@ def test_the_key_records_when_it_was_last_used(client, project_key):
     post(client, failing_tools_request(), key)
 
     assert ApiKey.objects.get(project=project).last_used_at is not None
+
+
+def test_overlong_names_are_cut_to_fit_instead_of_failing_the_write(client, key):
+    long = "x" * 5000
+    agent = json_span(TRACE, "00000000000000f1", "invoke_agent", attrs={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": long})
+    tool = json_span(
+        TRACE, "00000000000000f2", "execute_tool", parent="00000000000000f1",
+        attrs={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": long, "gen_ai.tool.call.id": long, "error.type": long},
+        status_code=2,
+    )  # fmt: skip
+    document = json_request([({"service.name": long, "deployment.environment.name": long}, [tool])])
+
+    assert post(client, json_bytes(document), key, content_type=JSON).status_code == 200
+    assert post(client, json_bytes(json_request([({"service.name": "s"}, [agent])])), key, content_type=JSON).status_code == 200
+
+    call = ToolCall.objects.get()
+    assert len(call.tool) == 256 and len(call.agent) == 256 and len(call.service) == 256
