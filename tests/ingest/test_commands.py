@@ -49,3 +49,16 @@ def test_quickstart_prints_the_secrets_once():
 
     assert "API key   tw_" in first and "login     demo / " in first
     assert "tw_" not in second and "printed on the first run" in second
+
+
+@pytest.mark.django_db
+def test_quickstart_loads_a_demo_history_with_every_kind_of_failure():
+    from ingest.models import ToolCall
+
+    run("quickstart")
+
+    classes = set(ToolCall.objects.exclude(ok=True).values_list("error_class", flat=True))
+    assert {"transient", "not_found", "permission", "validation", "business", "unknown"} <= classes
+    assert ToolCall.objects.filter(soft_failure=True).exists()
+    assert ToolCall.objects.filter(attempt=2).exists()
+    assert not ToolCall.objects.filter(agent="").exists()

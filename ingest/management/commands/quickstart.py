@@ -1,11 +1,13 @@
 import secrets
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from ingest.models import Membership, Project
-from ingest.services import api_key_create
+from ingest.demo import demo_request
+from ingest.models import Membership, Project, Span
+from ingest.services import api_key_create, spans_ingest
 
 DEMO_USER = "demo"
 DEMO_PROJECT = "Demo agents"
@@ -33,6 +35,9 @@ class Command(BaseCommand):
             )
             return
         _, key = api_key_create(project=project, name="quickstart")
+        if not Span.objects.filter(project=project).exists():
+            result = spans_ingest(project=project, request=demo_request(), limits=settings.INGEST_LIMITS)
+            self.stdout.write(f"Loaded a demo history: {result.accepted} spans, {result.tool_calls} tool calls.")
         lines = [
             "Toolwatch is set up. These secrets are shown once:",
             f"  login     {DEMO_USER} / {password}" if password else f"  login     {DEMO_USER} (unchanged)",
