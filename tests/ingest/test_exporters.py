@@ -141,3 +141,56 @@ def test_a_database_that_cannot_take_the_write_answers_503_with_retry_after(live
     assert int(headers["Retry-After"]) <= 5
     assert "retry" in json.loads(content)["message"]
     assert Span.objects.count() == 0
+
+
+@pytest.fixture
+def gunicorn_url(transactional_db, tmp_path):
+    """The production server, as a subprocess on the test database (PostgreSQL only: it must share it)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    database = connection.settings_dict
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "DATABASE_CONN_MAX_AGE": "0",
+    }
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.mark.postgres
+def test_gunicorn_in_production_reads_a_chunked_body_in_full(gunicorn_url):
+    _, key = make_key()
+    spans = [json_span("4bf92f3577b34da6a3ce929d0e0e4738", f"{i:016x}", "chat", attrs={"pad": "y" * 300}) for i in range(1, 31)]
+    body = json_bytes(json_request([({"service.name": "node-agent"}, spans)]))
+
+    status, content, _ = post_chunked(
+        f"{gunicorn_url}/v1/traces", body, {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    )
+
+    assert status == 200, content
+    assert Span.objects.count() == 30

@@ -61,3 +61,19 @@ def test_a_span_row_lands_in_its_days_partition():
         cursor.execute("SELECT count(*) FROM ingest_span_p20261128")
         assert cursor.fetchone()[0] == 1
     assert Span.objects.get().start_time == start  # microseconds survive
+
+
+def test_the_partitions_command_creates_ahead_and_drops_old_ones():
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    today = timezone.now().date()
+    partitions.ensure_partitions([today - dt.timedelta(days=40)])
+    out = StringIO()
+
+    call_command("partitions", "--ahead", "2", "--drop-older-than", "30", stdout=out)
+
+    assert partitions.existing_partition_days("ingest_span") == [today + dt.timedelta(days=d) for d in range(-1, 3)]
+    assert "Dropped 2 partition(s)" in out.getvalue()
