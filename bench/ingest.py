@@ -1,0 +1,843 @@
+"""End-to-end durable ingest on PostgreSQL, and the ceiling of this machine, in one run.
+
+    .venv/bin/python bench/ingest.py [--seconds 20] [--senders 4] [--workers 2] [--threads 1]
+        [--database-url postgres://postgres@127.0.0.1:5432/toolwatch_bench] [--no-gzip] [--drop]
+        [--no-analyze] [--skip-rss] [--profile] [--app module:callable]
+
+About a minute with the defaults (--help lists every option).
+
+A benchmark that prints figures, not a test. Phases:
+
+1. Setup: drop and recreate the bench database, migrate it, create a project and an API key.
+2. Traffic (bench/traffic.py): realistic OTLP/protobuf requests of 512 spans (GenAI agent
+   traces of 5–20 spans, about half tool spans, about 30 % of those failing), every
+   request with unique trace ids, built and gzipped before anything is timed.
+3. Ceiling, on this machine, from the same bodies:
+   (a) decode: one process, one core: gunzip, otlp.decode_request, otlp.iter_spans,
+       linking, normalize.normalize_tool_call on tool spans, storage.span_row and
+       storage.toolcall_row: all the Python CPU work of a span, and nothing else;
+   (b) COPY: the same span rows, pre-built, written with a binary COPY (psycopg 3,
+       set_types) into a scratch table shaped like ingest_span (no indexes), committed
+       every 512 rows as each request commits.
+   Both are CPU-bound on the same box, so per span they add up and the cores share them:
+
+       ceiling_spans_per_s = cores / (1 / decode_spans_per_s + 1 / copy_rows_per_s)
+
+   with cores = os.cpu_count(). ratio = spans_per_s / ceiling_spans_per_s.
+4. End to end: gunicorn (config.wsgi, sync workers unless --threads > 1, DEBUG=0) on the
+   bench database; --senders threads POST the bodies over keep-alive http.client
+   connections (Content-Type application/x-protobuf, Content-Encoding gzip, Bearer key),
+   --warmup seconds, then --seconds timed. After the warm-up the day partitions are
+   ANALYZEd, as autovacuum does within about a minute of a new partition filling
+   (--no-analyze measures the never-analyzed state instead: the planner then reads the
+   whole day partition for the agent look-ups of every request, see the report).
+   Sync workers close the connection after each answer; http.client reopens it. With
+   --threads > 1 (gthread) keep-alive connections stay with the worker that accepted
+   them. Every answer must be a 200 with an empty
+   body (no partial success); afterwards the stored Span count must equal the spans
+   sent and the ToolCall count the tool spans sent (durable, nothing lost or doubled).
+5. Peak RSS: a fresh gunicorn with one worker gets ONE request whose uncompressed
+   protobuf is just under 64 MiB; the worker's VmHWM (/proc/<pid>/status) is the figure.
+
+The last line is the figures as key=value:
+    spans_per_s=… ceiling_spans_per_s=… ratio=… peak_rss_mb=… decode_spans_per_s=… copy_rows_per_s=… p95_ms=…
+A run that loses, doubles or refuses anything ends with a FAILED line instead and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import http.client
+import io
+import math
+import os
+import pstats
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import traffic  # noqa: E402
+
+MIB = 1024 * 1024
+TARGET_SPANS_PER_S = 20_000
+TARGET_RATIO = 0.5
+TARGET_RSS_MB = 400
+DEFAULT_SPAN_LIMIT = 100_000  # ingest.limits.IngestLimits.max_spans_per_request
+
+
+def log(message: str = "") -> None:
+    print(message, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Setup
+# ---------------------------------------------------------------------------
+
+
+def _admin_url(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    if not name:
+        raise SystemExit(f"--database-url {url!r} names no database")
+    return urlunsplit(parts._replace(path="/postgres")), name
+
+
+def recreate_database(url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    admin, name = _admin_url(url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def drop_database(url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    admin, name = _admin_url(url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def django_setup(url: str) -> None:
+    os.environ["DATABASE_URL"] = url
+    os.environ["DEBUG"] = "0"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+
+
+def migrate_and_create_key() -> tuple[int, str]:
+    from django.core.management import call_command
+    from django.db import connections
+
+    from ingest.models import Project
+    from ingest.services import api_key_create
+
+    call_command("migrate", interactive=False, verbosity=0)
+    project = Project.objects.create(name="Bench", slug="bench")
+    _, plain = api_key_create(project=project, name="bench")
+    connections.close_all()
+    return project.pk, plain
+
+
+# ---------------------------------------------------------------------------
+# Ceiling (a): the Python CPU work of a span, one core
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class DecodeResult:
+    spans_per_s: float
+    spans: int
+    seconds: float
+    span_rows: list  # the storage rows of one pass over the cycle, for the COPY ceiling
+    tool_calls: int
+
+
+def _decode_one(body: bytes, encoding: str, project_id: int, limits, escalation_tools, collect_rows: list | None) -> tuple[int, int]:
+    """What spans_ingest does per request minus the database: mirrors services._write_slice."""
+    from django.utils import timezone
+
+    from ingest import linking, normalize, otlp, storage
+
+    now = timezone.now()
+    now_ns = int(now.timestamp()) * 1_000_000_000
+    data = otlp.decompress(body, encoding, limits.max_decompressed_bytes)
+    request = otlp.decode_request(data, otlp.PROTOBUF)
+    del data
+    parents, agents, spans = {}, {}, []
+    for item in otlp.iter_spans(request, limits, now_ns=now_ns):
+        if isinstance(item, otlp.RejectedSpan):
+            raise RuntimeError(f"generated span rejected: {item}")
+        key = (item.trace_id, item.span_id)
+        parents[key] = item.parent_span_id
+        agent = linking.span_agent(item.attributes)
+        if agent:
+            agents[key] = agent
+        spans.append(item)
+    span_rows = [storage.span_row(project_id, s, agents.get((s.trace_id, s.span_id), ""), now) for s in spans]
+    toolcall_rows = []
+    for span in spans:
+        call = normalize.normalize_tool_call(span, escalation_tools=escalation_tools)
+        if call is None:
+            continue
+        if not call.agent:
+            call.agent = linking.resolve_agent((span.trace_id, span.span_id), parents, agents)
+        toolcall_rows.append(storage.toolcall_row(project_id, span, call, now))
+    if collect_rows is not None:
+        collect_rows.extend(span_rows)
+    return len(span_rows), len(toolcall_rows)
+
+
+def measure_decode(bodies: list[bytes], encoding: str, project_id: int, min_seconds: float) -> DecodeResult:
+    from ingest.limits import DEFAULT_LIMITS
+
+    rows: list = []
+    escalation = frozenset()
+    for body in bodies[:2]:  # warm the caches (redaction keys, regexes) as a running worker has them
+        _decode_one(body, encoding, project_id, DEFAULT_LIMITS, escalation, None)
+    spans = tools = 0
+    passes = 0
+    start = time.perf_counter()
+    while True:
+        for body in bodies:
+            n, t = _decode_one(body, encoding, project_id, DEFAULT_LIMITS, escalation, rows if passes == 0 else None)
+            spans += n
+            tools += t
+        passes += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            break
+    return DecodeResult(spans / elapsed, spans, elapsed, rows, tools)
+
+
+def profile_decode(bodies: list[bytes], encoding: str, project_id: int, top: int = 30) -> str:
+    from ingest.limits import DEFAULT_LIMITS
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for body in bodies:
+        _decode_one(body, encoding, project_id, DEFAULT_LIMITS, frozenset(), None)
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime")
+    stats.print_stats(top)
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------------------
+# Ceiling (b): binary COPY of the same rows
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class CopyResult:
+    rows_per_s: float
+    rows: int
+    seconds: float
+    commits: int
+
+
+def measure_copy(url: str, rows: list, rows_per_commit: int, min_seconds: float) -> CopyResult:
+    import psycopg
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    from ingest.storage import SPAN_COLUMNS
+
+    with psycopg.connect(url) as conn:
+        jsonb_oid = conn.adapters.types["jsonb"].oid
+
+        class JsonbTextBinaryDumper(Dumper):
+            """The rows carry JSON text (as storage.span_row makes it): jsonb binary is version 1 + the text."""
+
+            format = Format.BINARY
+            oid = jsonb_oid
+
+            def dump(self, obj):
+                return b"\x01" + obj.encode()
+
+        class _JsonText(str):
+            pass
+
+        # Registers the dumper by oid on this connection only; set_types picks dumpers by oid.
+        conn.adapters.register_dumper(_JsonText, JsonbTextBinaryDumper)
+        conn.execute("DROP TABLE IF EXISTS bench_copy_scratch")
+        conn.execute("CREATE TABLE bench_copy_scratch (LIKE ingest_span INCLUDING DEFAULTS INCLUDING IDENTITY)")
+        oids = dict(
+            conn.execute(
+                "SELECT attname, atttypid::int FROM pg_attribute WHERE attrelid = 'ingest_span'::regclass AND attnum > 0"
+            ).fetchall()
+        )
+        types = [oids[name] for name in SPAN_COLUMNS]
+        conn.commit()
+        statement = f"COPY bench_copy_scratch ({', '.join(SPAN_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+        batches = [rows[i : i + rows_per_commit] for i in range(0, len(rows), rows_per_commit)]
+        # One untimed batch: connection and plan warm, as a running server has them.
+        with conn.cursor() as cur, cur.copy(statement) as copy:
+            copy.set_types(types)
+            for row in batches[0]:
+                copy.write_row(row)
+        conn.commit()
+        written = commits = 0
+        start = time.perf_counter()
+        while True:
+            for batch in batches:
+                with conn.cursor() as cur, cur.copy(statement) as copy:
+                    copy.set_types(types)
+                    for row in batch:
+                        copy.write_row(row)
+                conn.commit()
+                written += len(batch)
+                commits += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_seconds:
+                break
+        stored = conn.execute("SELECT count(*) FROM bench_copy_scratch").fetchone()[0]
+        if stored != written + len(batches[0]):
+            raise RuntimeError(f"COPY ceiling: {stored} rows in the scratch table, {written + len(batches[0])} written")
+        conn.execute("DROP TABLE bench_copy_scratch")
+        conn.commit()
+    return CopyResult(written / elapsed, written, elapsed, commits)
+
+
+# ---------------------------------------------------------------------------
+# The server
+# ---------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        return [int(p) for p in text.split()]
+    except OSError:
+        pass
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def proc_status_kb(pid: int, field_name: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1])
+    raise KeyError(field_name)
+
+
+class Gunicorn:
+    """gunicorn config.wsgi:application as production runs it, on a free local port."""
+
+    def __init__(
+        self, *, workers: int, threads: int, timeout: int, env: dict, log_dir: str, label: str,
+        access_log: bool = False, app: str = "config.wsgi:application",
+    ):  # fmt: skip
+        self.port = free_port()
+        self.workers = workers
+        self.log_path = Path(log_dir) / f"gunicorn-{label}.log"
+        self.access_path = Path(log_dir) / f"gunicorn-{label}-access.log" if access_log else None
+        self.args = [
+            str(ROOT / ".venv" / "bin" / "gunicorn"), app,
+            "--workers", str(workers), "--threads", str(threads), "--timeout", str(timeout),
+            "--bind", f"127.0.0.1:{self.port}",
+        ]  # fmt: skip
+        if self.access_path:
+            self.args += ["--access-logfile", str(self.access_path), "--access-logformat", "%(m)s %(U)s %(s)s %(D)s"]
+        self.env = env
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> Gunicorn:
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(
+            self.args, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                conn.request("GET", "/v1/traces")  # 405, and proof that a worker has the app loaded
+                conn.getresponse().read()
+                conn.close()
+                if len(self.worker_pids()) == self.workers:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"gunicorn did not answer within 60 s:\n{self.log_tail()}")
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)  # graceful: the master stops its workers
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)  # its own session: the master and its workers
+                self.process.wait()
+        self._log.close()
+
+    def worker_pids(self) -> list[int]:
+        return children_of(self.process.pid) if self.process else []
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def server_env(url: str, extra: dict | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLWATCH_LIMIT_")}
+    env.update(DATABASE_URL=url, DEBUG="0", DJANGO_SETTINGS_MODULE="config.settings", PYTHONUNBUFFERED="1")
+    env.update(extra or {})
+    return env
+
+
+# ---------------------------------------------------------------------------
+# End to end
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Sent:
+    start: float
+    end: float
+    status: int | str
+    spans: int
+    tool_spans: int
+    failing: int
+    detail: str = ""
+
+
+@dataclass
+class SenderPlan:
+    """One sender's requests, in order: whole cycles (copy, template 0..n-1), like one SDK's batches."""
+
+    copies: list[int]
+    bodies: list[bytes] = field(default_factory=list)  # pre-built (gzip), else built on the fly
+
+
+def sender(plan: SenderPlan, cycle, gzip: bool, port: int, key: str, stop: threading.Event, out: list) -> None:
+    headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {key}"}
+    if gzip:
+        headers["Content-Encoding"] = "gzip"
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    index = 0
+    for copy in plan.copies:
+        for template in cycle:
+            if stop.is_set():
+                conn.close()
+                return
+            body = plan.bodies[index] if gzip else traffic.instantiate(template, copy)
+            index += 1
+            start = time.perf_counter()
+            detail = ""
+            try:
+                conn.request("POST", "/v1/traces", body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+                status = response.status
+                if status != 200 or data:
+                    detail = data[:300].decode("utf-8", "replace")
+                    status = status if data == b"" else f"{status} partial success"
+            except (OSError, http.client.HTTPException) as exc:
+                status, detail = "connection error", repr(exc)
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            out.append(Sent(start, time.perf_counter(), status, template.spans, template.tool_spans, template.failing_tool_spans, detail))
+    out.append(Sent(time.perf_counter(), time.perf_counter(), "exhausted", 0, 0, 0))
+    conn.close()
+
+
+@dataclass
+class EndToEnd:
+    spans_per_s: float
+    requests_per_s: float
+    p50_ms: float
+    p95_ms: float
+    window_s: float
+    timed_requests: int
+    all_sent: list
+    exhausted: bool
+
+
+def run_end_to_end(cycle, plans, gzip: bool, port: int, key: str, warmup: float, seconds: float, after_warmup=None) -> EndToEnd:
+    stop = threading.Event()
+    outs = [[] for _ in plans]
+    threads = [
+        threading.Thread(target=sender, args=(plan, cycle, gzip, port, key, stop, out), daemon=True)
+        for plan, out in zip(plans, outs)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(warmup)
+        if after_warmup is not None:
+            after_warmup()
+        t0 = time.perf_counter()
+        time.sleep(seconds)
+        t1 = time.perf_counter()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    sent = [s for out in outs for s in out if s.status != "exhausted"]
+    exhausted_at = [s.start for out in outs for s in out if s.status == "exhausted"]
+    if exhausted_at:
+        t1 = min(t1, min(exhausted_at))
+    window = [s for s in sent if t0 <= s.end <= t1]
+    spans = sum(s.spans for s in window if s.status == 200)
+    latencies = sorted((s.end - s.start) * 1000 for s in window)
+    p50 = statistics.median(latencies) if latencies else math.nan
+    p95 = latencies[min(len(latencies) - 1, int(math.ceil(0.95 * len(latencies))) - 1)] if latencies else math.nan
+    return EndToEnd(spans / (t1 - t0), len(window) / (t1 - t0), p50, p95, t1 - t0, len(window), sent, bool(exhausted_at))
+
+
+def analyze_partitions(url: str) -> list[str]:
+    """ANALYZE the day partitions of ingest_span / ingest_toolcall, as autovacuum does within a minute
+    of a new partition filling (its naptime is 1 min: longer than the whole timed window here)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        names = [
+            row[0]
+            for row in conn.execute(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname IN ('ingest_span', 'ingest_toolcall') ORDER BY 1"
+            ).fetchall()
+        ]
+        for name in names:
+            conn.execute(f'ANALYZE "{name}"')
+    return names
+
+
+def db_counts(url: str, project_id: int) -> dict:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        spans = conn.execute("SELECT count(*) FROM ingest_span WHERE project_id = %s", [project_id]).fetchone()[0]
+        calls, failed, agentless = conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE NOT ok), count(*) FILTER (WHERE agent = '') "
+            "FROM ingest_toolcall WHERE project_id = %s",
+            [project_id],
+        ).fetchone()
+        # Tool calls left without an agent although their trace's agent span is stored: settling missed them.
+        unsettled = conn.execute(
+            "SELECT count(*) FROM ingest_toolcall t WHERE t.project_id = %s AND t.agent = '' AND EXISTS "
+            "(SELECT 1 FROM ingest_span s WHERE s.project_id = t.project_id AND s.trace_id = t.trace_id AND s.agent <> '')",
+            [project_id],
+        ).fetchone()[0]
+        distinct = conn.execute(
+            "SELECT count(*) FROM (SELECT DISTINCT trace_id, span_id FROM ingest_span WHERE project_id = %s) s", [project_id]
+        ).fetchone()[0]
+    return {
+        "spans": spans, "distinct_spans": distinct, "tool_calls": calls, "failed_calls": failed,
+        "agentless_calls": agentless, "unsettled_calls": unsettled,
+    }  # fmt: skip
+
+
+# ---------------------------------------------------------------------------
+# Peak RSS for a 64 MiB request
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class BigRequest:
+    spans: int
+    tool_spans: int
+    raw_bytes: int
+    wire_bytes: int
+    status: int | str
+    client_s: float
+    server_s: float | None
+    baseline_rss_mb: float
+    peak_rss_mb: float
+    span_limit_env: str
+    worker_survived: bool
+    detail: str = ""
+
+
+def run_big_request(
+    cycle, first_copy: int, url: str, key: str, gzip: bool, threads: int, timeout: int, log_dir: str,
+    app: str = "config.wsgi:application",
+) -> tuple[BigRequest, int]:
+    limit = 64 * MIB
+    pieces, spans, tools, size, copy, index = [], 0, 0, 0, first_copy, 0
+    while True:
+        template = cycle[index % len(cycle)]
+        if size + len(template.body) >= limit:  # strictly under 64 MiB
+            break
+        # Concatenated ExportTraceServiceRequest messages are one message with all their resource_spans.
+        pieces.append(traffic.instantiate(template, copy))
+        spans += template.spans
+        tools += template.tool_spans
+        size += len(template.body)
+        index += 1
+        if index % len(cycle) == 0:
+            copy += 1
+    body = traffic.gzip_pieces(pieces) if gzip else b"".join(pieces)
+    del pieces
+    extra, limit_note = {}, f"default {DEFAULT_SPAN_LIMIT}"
+    if spans > DEFAULT_SPAN_LIMIT:
+        extra["TOOLWATCH_LIMIT_MAX_SPANS_PER_REQUEST"] = str(spans)
+        limit_note = f"TOOLWATCH_LIMIT_MAX_SPANS_PER_REQUEST={spans}"
+    headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {key}"}
+    if gzip:
+        headers["Content-Encoding"] = "gzip"
+    with Gunicorn(
+        workers=1, threads=threads, timeout=timeout, env=server_env(url, extra), log_dir=log_dir, label="rss",
+        access_log=True, app=app,
+    ) as server:  # fmt: skip
+        (pid,) = server.worker_pids()
+        baseline = proc_status_kb(pid, "VmHWM") / 1024
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=900)
+        start = time.perf_counter()
+        detail = ""
+        try:
+            conn.request("POST", "/v1/traces", body=body, headers=headers)
+            response = conn.getresponse()
+            data = response.read()
+            status = response.status if not data else f"{response.status} with body"
+            detail = data[:300].decode("utf-8", "replace")
+        except (OSError, http.client.HTTPException) as exc:
+            status, detail = "connection error", repr(exc)
+        client_s = time.perf_counter() - start
+        conn.close()
+        survived = pid in server.worker_pids()
+        peak = proc_status_kb(pid, "VmHWM") / 1024 if survived else math.nan
+        server_s = None
+        time.sleep(0.2)
+        for line in (server.access_path.read_text().splitlines() if server.access_path.exists() else []):
+            parts = line.split()
+            if len(parts) == 4 and parts[0] == "POST":
+                server_s = int(parts[3]) / 1e6
+        if not survived:
+            detail += "\n" + server.log_tail()
+    return (
+        BigRequest(spans, tools, size, len(body), status, client_s, server_s, baseline, peak, limit_note, survived, detail),
+        copy + 1,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20, help="timed end-to-end seconds (default 20)")
+    parser.add_argument("--warmup", type=float, default=3, help="end-to-end warm-up seconds before timing (default 3)")
+    parser.add_argument("--senders", type=int, default=4, help="concurrent sender threads (default 4)")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
+    parser.add_argument("--threads", type=int, default=1, help="gunicorn threads per worker; 1 = sync workers (default 1)")
+    parser.add_argument("--timeout", type=int, default=30, help="gunicorn --timeout of the end-to-end server (default 30, as deployed)")
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/toolwatch_bench")
+    parser.add_argument("--no-gzip", action="store_true", help="send identity bodies instead of gzip")
+    parser.add_argument("--drop", action="store_true", help="drop the bench database at the end")
+    parser.add_argument("--templates", type=int, default=16, help="distinct requests per cycle (default 16)")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--decode-seconds", type=float, default=4, help="minimum time of the decode ceiling (default 4)")
+    parser.add_argument("--copy-seconds", type=float, default=3, help="minimum time of the COPY ceiling (default 3)")
+    parser.add_argument("--skip-rss", action="store_true", help="skip the 64 MiB request")
+    parser.add_argument("--rss-timeout", type=int, default=300, help="gunicorn --timeout for the 64 MiB request (default 300)")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of the decode path (one pass over the cycle)")
+    parser.add_argument(
+        "--no-analyze", action="store_true",
+        help="do not ANALYZE the day partitions after the warm-up (measures a never-analyzed partition, "
+        "which production only has in the first minute of a day)",
+    )  # fmt: skip
+    parser.add_argument("--app", default="config.wsgi:application", help="WSGI app for gunicorn (A/B experiments; default config.wsgi:application)")
+    return parser.parse_args(argv)
+
+
+def _fmt(x: float, digits: int = 0) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    gzip = not args.no_gzip
+    encoding = "gzip" if gzip else ""
+    cores = os.cpu_count() or 1
+    failures: list[str] = []
+    run_start = time.perf_counter()
+    log_dir = tempfile.mkdtemp(prefix="toolwatch-bench-")
+
+    log(f"Toolwatch ingest benchmark: {cores} cores, database {args.database_url}")
+    log(f"  gunicorn --workers {args.workers} --threads {args.threads} --timeout {args.timeout}; "
+        f"{args.senders} senders; {traffic.SPANS_PER_REQUEST} spans per request; {'gzip' if gzip else 'identity'} bodies")  # fmt: skip
+
+    # 1. Setup
+    t = time.perf_counter()
+    recreate_database(args.database_url)
+    django_setup(args.database_url)
+    project_id, key = migrate_and_create_key()
+    log(f"\n[setup] database recreated and migrated, project {project_id} and key {key[:11]}… in {time.perf_counter() - t:.1f} s")
+
+    # 2. Traffic
+    t = time.perf_counter()
+    cycle = traffic.build_cycle(args.templates, seed=args.seed)
+    cycle_spans = sum(x.spans for x in cycle)
+    cycle_tools = sum(x.tool_spans for x in cycle)
+    cycle_failing = sum(x.failing_tool_spans for x in cycle)
+    raw = sum(len(x.body) for x in cycle) / len(cycle)
+    ceiling_bodies = [traffic.gzip_body(traffic.instantiate(x, 0)) if gzip else traffic.instantiate(x, 0) for x in cycle]
+    wire = sum(len(b) for b in ceiling_bodies) / len(ceiling_bodies)
+    log(f"[traffic] cycle of {len(cycle)} requests, {cycle_spans} spans: {cycle_tools / cycle_spans:.0%} tool spans, "
+        f"{cycle_failing / cycle_tools:.0%} of them failing; {raw / 1024:.0f} KiB per request "
+        f"({raw / traffic.SPANS_PER_REQUEST:.0f} B/span), {wire / 1024:.0f} KiB on the wire; built in {time.perf_counter() - t:.1f} s")  # fmt: skip
+
+    # 3. Ceiling
+    log(f"\n[ceiling a] decode alone, one process: {'gunzip + ' if gzip else ''}decode_request + iter_spans + normalize + span_row/toolcall_row")
+    decode = measure_decode(ceiling_bodies, encoding, project_id, args.decode_seconds)
+    log(f"  {_fmt(decode.spans)} spans in {decode.seconds:.2f} s = {_fmt(decode.spans_per_s)} spans/s on one core "
+        f"({1e6 / decode.spans_per_s:.1f} µs/span)")  # fmt: skip
+    if args.profile:
+        log(profile_decode(ceiling_bodies, encoding, project_id))
+    log("[ceiling b] binary COPY alone of the same span rows into a scratch table shaped like ingest_span (no indexes), commit per 512 rows")
+    copy = measure_copy(args.database_url, decode.span_rows, traffic.SPANS_PER_REQUEST, args.copy_seconds)
+    log(f"  {_fmt(copy.rows)} rows in {copy.seconds:.2f} s, {copy.commits} commits = {_fmt(copy.rows_per_s)} rows/s "
+        f"({1e6 / copy.rows_per_s:.1f} µs/row)")  # fmt: skip
+    ceiling = cores / (1 / decode.spans_per_s + 1 / copy.rows_per_s)
+    log(f"  ceiling = cores / (1/decode + 1/copy) = {cores} / (1/{decode.spans_per_s:.0f} + 1/{copy.rows_per_s:.0f}) "
+        f"= {_fmt(ceiling)} spans/s")  # fmt: skip
+
+    # 4. End to end
+    # Enough for the ceiling rate and a margin; should a sender still run out, the window ends there.
+    requests_needed = math.ceil(max(ceiling, TARGET_SPANS_PER_S) * 1.3 * (args.warmup + args.seconds) / traffic.SPANS_PER_REQUEST)
+    cycles_per_sender = max(1, math.ceil(requests_needed / args.senders / len(cycle)))
+    plans = [SenderPlan(copies=[1 + s + k * args.senders for k in range(cycles_per_sender)]) for s in range(args.senders)]
+    next_copy = 1 + args.senders * cycles_per_sender
+    t = time.perf_counter()
+    if gzip:
+        for plan in plans:
+            plan.bodies = [traffic.gzip_body(traffic.instantiate(x, c)) for c in plan.copies for x in cycle]
+    log(f"\n[end to end] {args.senders} senders × {cycles_per_sender * len(cycle)} requests available "
+        f"({'pre-built' if gzip else 'ids replaced on the fly'} in {time.perf_counter() - t:.1f} s); "
+        f"warm-up {args.warmup:g} s, timed {args.seconds:g} s")  # fmt: skip
+    analyzed: list[str] = []
+
+    def after_warmup() -> None:
+        if not args.no_analyze:
+            analyzed.extend(analyze_partitions(args.database_url))
+
+    with Gunicorn(
+        workers=args.workers, threads=args.threads, timeout=args.timeout, env=server_env(args.database_url),
+        log_dir=log_dir, label="e2e", app=args.app,
+    ) as server:  # fmt: skip
+        e2e = run_end_to_end(cycle, plans, gzip, server.port, key, args.warmup, args.seconds, after_warmup)
+        worker_hwm = [proc_status_kb(pid, "VmHWM") / 1024 for pid in server.worker_pids()]
+        server_log_tail = server.log_tail()
+    sent_ok = [s for s in e2e.all_sent if s.status == 200]
+    bad = [s for s in e2e.all_sent if s.status != 200]
+    sent_spans = sum(s.spans for s in sent_ok)
+    sent_tools = sum(s.tool_spans for s in sent_ok)
+    sent_failing = sum(s.failing for s in sent_ok)
+    log(f"  after the warm-up: {'ANALYZE ' + ', '.join(analyzed) if analyzed else 'no ANALYZE (--no-analyze): never-analyzed day partitions'}")
+    log(f"  {e2e.timed_requests} requests in the {e2e.window_s:.1f} s window: {_fmt(e2e.spans_per_s)} spans/s, "
+        f"{e2e.requests_per_s:.1f} requests/s, latency p50 {e2e.p50_ms:.0f} ms, p95 {e2e.p95_ms:.0f} ms")  # fmt: skip
+    log(f"  worker peak RSS (VmHWM) after the run: {', '.join(f'{x:.0f} MB' for x in worker_hwm)}")
+    if e2e.exhausted:
+        log("  WARNING: a sender ran out of pre-built requests; the window was cut at that moment")
+    if bad:
+        failures.append(f"{len(bad)} of {len(e2e.all_sent)} requests not answered 200 with an empty body")
+        for s in bad[:5]:
+            log(f"  NOT 200: {s.status} {s.detail[:200]}")
+        log("  server log tail:\n" + server_log_tail)
+    counts = db_counts(args.database_url, project_id)
+    log(f"  durability: {_fmt(counts['spans'])} spans stored / {_fmt(sent_spans)} sent in {len(sent_ok)} requests answered 200; "
+        f"{_fmt(counts['tool_calls'])} tool calls stored / {_fmt(sent_tools)} tool spans sent; "
+        f"{_fmt(counts['failed_calls'])} failed calls stored / {_fmt(sent_failing)} failing sent")  # fmt: skip
+    log(f"  tool calls without an agent: {counts['agentless_calls']} (the senders stopped before their trace's root span), "
+        f"of which {counts['unsettled_calls']} have their agent span stored (should be 0)")  # fmt: skip
+    if counts["unsettled_calls"]:
+        log("  WARNING: tool calls whose agent span is stored were left without an agent")
+    if counts["spans"] != sent_spans or counts["distinct_spans"] != counts["spans"]:
+        failures.append(f"stored spans {counts['spans']} (distinct {counts['distinct_spans']}) != spans sent {sent_spans}")
+    if counts["tool_calls"] != sent_tools:
+        failures.append(f"stored tool calls {counts['tool_calls']} != tool spans sent {sent_tools}")
+    if counts["failed_calls"] != sent_failing:
+        failures.append(f"failed tool calls stored {counts['failed_calls']} != failing tool spans sent {sent_failing}")
+
+    # 5. Peak RSS for a 64 MiB request
+    big = None
+    if not args.skip_rss:
+        log("\n[peak RSS] fresh gunicorn, 1 worker, ONE request just under 64 MiB of protobuf")
+        big, next_copy = run_big_request(
+            cycle, next_copy, args.database_url, key, gzip, args.threads, args.rss_timeout, log_dir, args.app
+        )
+        log(f"  {_fmt(big.spans)} spans, {big.raw_bytes / MIB:.2f} MiB protobuf, {big.wire_bytes / MIB:.2f} MiB on the wire; "
+            f"span limit: {big.span_limit_env}")  # fmt: skip
+        server_s = f"{big.server_s:.1f} s" if big.server_s is not None else "n/a"
+        log(f"  answer {big.status} after {big.client_s:.1f} s (server time {server_s}; "
+            f"{'within' if (big.server_s or big.client_s) <= args.timeout else 'OVER'} the deployed --timeout {args.timeout} s)")  # fmt: skip
+        log(f"  worker VmHWM: {big.baseline_rss_mb:.0f} MB after boot, {big.peak_rss_mb:.0f} MB after the request")
+        if big.status != 200 or not big.worker_survived:
+            failures.append(f"64 MiB request: {big.status} (worker survived: {big.worker_survived}) {big.detail[:300]}")
+        after = db_counts(args.database_url, project_id)
+        if after["spans"] - counts["spans"] != (big.spans if big.status == 200 else 0):
+            failures.append(f"64 MiB request: {after['spans'] - counts['spans']} spans stored, {big.spans} sent")
+        if after["tool_calls"] - counts["tool_calls"] != (big.tool_spans if big.status == 200 else 0):
+            failures.append(f"64 MiB request: {after['tool_calls'] - counts['tool_calls']} tool calls stored, {big.tool_spans} sent")
+
+    if args.drop:
+        drop_database(args.database_url)
+
+    # Report
+    ratio = e2e.spans_per_s / ceiling
+    peak = big.peak_rss_mb if big else math.nan
+    log("\n[summary]")
+    log(f"  end to end     {_fmt(e2e.spans_per_s):>10} spans/s   target ≥ {_fmt(TARGET_SPANS_PER_S)}: "
+        f"{'met' if e2e.spans_per_s >= TARGET_SPANS_PER_S else 'NOT met'}")  # fmt: skip
+    log(f"  ceiling        {_fmt(ceiling):>10} spans/s   (decode {_fmt(decode.spans_per_s)}/s/core, COPY {_fmt(copy.rows_per_s)} rows/s, {cores} cores)")
+    log(f"  ratio          {ratio:>10.2f}           target ≥ {TARGET_RATIO}: {'met' if ratio >= TARGET_RATIO else 'NOT met'}")
+    if big:
+        log(f"  peak RSS       {peak:>10.0f} MB        target ≤ {TARGET_RSS_MB} MB for a 64 MiB request: "
+            f"{'met' if peak <= TARGET_RSS_MB else 'NOT met'}")  # fmt: skip
+    log(f"  total run time {time.perf_counter() - run_start:.0f} s; server logs in {log_dir}")
+    if failures:
+        for failure in failures:
+            log(f"  FAILURE: {failure}")
+        log("FAILED: " + "; ".join(failures))
+        return 1
+    log(
+        f"spans_per_s={e2e.spans_per_s:.0f} ceiling_spans_per_s={ceiling:.0f} ratio={ratio:.2f} "
+        f"peak_rss_mb={peak:.0f} decode_spans_per_s={decode.spans_per_s:.0f} copy_rows_per_s={copy.rows_per_s:.0f} "
+        f"p95_ms={e2e.p95_ms:.0f}"
+    )
+    return 0
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # unwinds through the `with Gunicorn(...)` blocks, which stop the server
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted; gunicorn stopped", file=sys.stderr)
+        sys.exit(130)
