@@ -237,36 +237,16 @@ class CopyResult:
 
 def measure_copy(url: str, rows: list, rows_per_commit: int, min_seconds: float) -> CopyResult:
     import psycopg
-    from psycopg.adapt import Dumper
-    from psycopg.pq import Format
+    from psycopg.types.json import set_json_dumps
 
-    from ingest.storage import SPAN_COLUMNS
+    from ingest.storage import SPAN_COLUMNS, SPAN_TYPES, dumps_json
 
     with psycopg.connect(url) as conn:
-        jsonb_oid = conn.adapters.types["jsonb"].oid
-
-        class JsonbTextBinaryDumper(Dumper):
-            """The rows carry JSON text (as storage.span_row makes it): jsonb binary is version 1 + the text."""
-
-            format = Format.BINARY
-            oid = jsonb_oid
-
-            def dump(self, obj):
-                return b"\x01" + obj.encode()
-
-        class _JsonText(str):
-            pass
-
-        # Registers the dumper by oid on this connection only; set_types picks dumpers by oid.
-        conn.adapters.register_dumper(_JsonText, JsonbTextBinaryDumper)
+        # The rows hold Python values for the jsonb columns, serialised as the server does.
+        set_json_dumps(dumps_json, conn)
         conn.execute("DROP TABLE IF EXISTS bench_copy_scratch")
         conn.execute("CREATE TABLE bench_copy_scratch (LIKE ingest_span INCLUDING DEFAULTS INCLUDING IDENTITY)")
-        oids = dict(
-            conn.execute(
-                "SELECT attname, atttypid::int FROM pg_attribute WHERE attrelid = 'ingest_span'::regclass AND attnum > 0"
-            ).fetchall()
-        )
-        types = [oids[name] for name in SPAN_COLUMNS]
+        types = SPAN_TYPES
         conn.commit()
         statement = f"COPY bench_copy_scratch ({', '.join(SPAN_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
         batches = [rows[i : i + rows_per_commit] for i in range(0, len(rows), rows_per_commit)]

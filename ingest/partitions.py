@@ -119,10 +119,6 @@ def convert_to_partitioned(schema_editor, model, unique_name: str) -> None:
         f"ALTER TABLE {quote(table)} ADD CONSTRAINT {quote(unique_name + '_day')} "
         f"UNIQUE (project_id, trace_id, span_id, start_time)"
     )
-    execute(
-        f"ALTER TABLE {quote(table)} ADD CONSTRAINT {quote(table + '_project_fk')} "
-        f"FOREIGN KEY (project_id) REFERENCES ingest_project (id) DEFERRABLE INITIALLY DEFERRED"
-    )
     for index in model._meta.indexes:
         schema_editor.add_index(model, index)
 
@@ -139,10 +135,6 @@ def convert_to_plain(schema_editor, model, unique_name: str) -> None:
     execute(f"ALTER TABLE {quote(table)} ADD PRIMARY KEY (id)")
     execute(
         f"ALTER TABLE {quote(table)} ADD CONSTRAINT {quote(unique_name)} UNIQUE (project_id, trace_id, span_id)"
-    )
-    execute(
-        f"ALTER TABLE {quote(table)} ADD CONSTRAINT {quote(table + '_project_fk')} "
-        f"FOREIGN KEY (project_id) REFERENCES ingest_project (id) DEFERRABLE INITIALLY DEFERRED"
     )
     for index in model._meta.indexes:
         schema_editor.add_index(model, index)

@@ -1,10 +1,11 @@
 """The one database seam of the write path.
 
-PostgreSQL: COPY each slice into a temporary staging table, then
-`INSERT … SELECT … ON CONFLICT DO NOTHING RETURNING` into the partitioned table in
-the same transaction (COPY itself cannot skip conflicts), rows sorted by key so
-concurrent senders cannot deadlock on the unique index. Tool-call rows are then
-COPYed straight in for the spans that were new.
+PostgreSQL: binary COPY of each slice straight into the partitioned table inside a
+savepoint. COPY cannot skip conflicts, so when a span is already stored (a resend)
+the savepoint is rolled back and the slice goes the slow way: COPY into a temporary
+staging table, then `INSERT … SELECT … ON CONFLICT DO NOTHING RETURNING` in the same
+transaction. Rows are sorted by key either way, so concurrent senders cannot deadlock
+on the unique index. Tool-call rows are then COPYed in for the spans that were new.
 
 SQLite: read which keys exist, bulk-insert the rest. Writes are serialised by
 SQLite's IMMEDIATE transactions, so nothing can slip in between.
@@ -16,7 +17,10 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 
-from django.db import connection
+import orjson
+import psycopg
+from django.db import IntegrityError, connection, transaction
+from psycopg.types.json import set_json_dumps
 
 from ingest.models import Span, ToolCall
 from ingest.records import SpanRecord, ToolCallRecord
@@ -44,12 +48,13 @@ def ns_to_datetime(ns: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).replace(microsecond=rem // 1000)
 
 
-def _dumps(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _json_or_none(value) -> str | None:
-    return None if value is None else _dumps(value)
+def dumps_json(value) -> bytes:
+    """JSON for jsonb columns: orjson (several times faster than json on this hot path),
+    falling back to json for what orjson refuses (integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _widths(model) -> dict[str, int]:
@@ -66,6 +71,7 @@ def _fit(value: str, width: int) -> str:
 
 
 def span_row(project_id: int, span: SpanRecord, agent: str, received_at: dt.datetime) -> tuple:
+    """One ingest_span row in SPAN_COLUMNS order; JSON columns hold Python values."""
     w = _SPAN_W
     return (
         project_id, span.trace_id, span.span_id, span.parent_span_id, span.name, span.kind,
@@ -73,34 +79,40 @@ def span_row(project_id: int, span: SpanRecord, agent: str, received_at: dt.date
         _fit(span.service, w["service"]), _fit(span.environment, w["environment"]),
         _fit(span.service_version, w["service_version"]), _fit(span.scope_name, w["scope_name"]),
         _fit(span.scope_version, w["scope_version"]), _fit(agent, w["agent"]),
-        _dumps(span.attributes), _dumps(span.resource_attributes), _dumps(span.events), _dumps(span.links),
-        span.trace_state, span.flags, received_at,
+        span.attributes, span.resource_attributes, span.events, span.links, span.trace_state, span.flags,
+        received_at,
     )  # fmt: skip
 
 
 def toolcall_row(project_id: int, span: SpanRecord, call: ToolCallRecord, received_at: dt.datetime) -> tuple:
+    """One ingest_toolcall row in TOOLCALL_COLUMNS order; JSON columns hold Python values."""
     w = _CALL_W
     return (
         project_id, span.trace_id, span.span_id, span.parent_span_id, ns_to_datetime(span.start_ns),
         ns_to_datetime(span.end_ns), (span.end_ns - span.start_ns) / 1e6, _fit(call.tool, w["tool"]),
         _fit(call.convention, w["convention"]), _fit(call.tool_type, w["tool_type"]),
-        _fit(call.call_id, w["call_id"]), call.attempt, call.resend_count, _json_or_none(call.arguments),
-        call.arguments_hash, _json_or_none(call.result), call.ok, call.soft_failure,
+        _fit(call.call_id, w["call_id"]), call.attempt, call.resend_count, call.arguments,
+        call.arguments_hash, call.result, call.ok, call.soft_failure,
         _fit(call.error_class, w["error_class"]), _fit(call.classified_by, w["classified_by"]),
         _fit(call.error_type, w["error_type"]), _fit(call.error_code, w["error_code"]), call.message,
         call.retryable, _fit(call.field, w["field"]), call.suggestion, call.retry_after_ms, call.escalated,
         _fit(call.next_action, w["next_action"]), _fit(call.agent, w["agent"]), _fit(span.service, w["service"]),
-        _fit(span.environment, w["environment"]), call.fingerprint, _dumps(call.contract), received_at,
+        _fit(span.environment, w["environment"]), call.fingerprint, call.contract, received_at,
     )  # fmt: skip
 
 
 def insert_spans(span_rows: Sequence[tuple]) -> set[Key]:
-    """Insert span rows, skipping ones already stored; returns the keys that were new."""
-    if not span_rows:
+    """Insert span rows, skipping ones already stored; returns the keys that were new.
+
+    Rows with the same key within `span_rows` are stored once (the first wins)."""
+    unique: dict[Key, tuple] = {}
+    for row in span_rows:
+        unique.setdefault((row[1], row[2]), row)
+    if not unique:
         return set()
     if connection.vendor == "postgresql":
-        return _pg_insert_spans(span_rows)
-    return _orm_insert_spans(span_rows)
+        return _pg_insert_spans(list(unique.values()))
+    return _orm_insert_spans(list(unique.values()))
 
 
 def insert_toolcalls(toolcall_rows: Sequence[tuple]) -> None:
@@ -109,17 +121,48 @@ def insert_toolcalls(toolcall_rows: Sequence[tuple]) -> None:
         return
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            with cursor.cursor.copy(f"COPY ingest_toolcall ({', '.join(TOOLCALL_COLUMNS)}) FROM STDIN") as copy:
-                for row in toolcall_rows:
-                    copy.write_row(row)
+            _copy(cursor, "ingest_toolcall", TOOLCALL_COLUMNS, TOOLCALL_TYPES, toolcall_rows)
         return
-    ToolCall.objects.bulk_create(
-        [ToolCall(**_decode_json_columns(dict(zip(TOOLCALL_COLUMNS, row)))) for row in toolcall_rows],
-        batch_size=500,
-    )
+    ToolCall.objects.bulk_create([ToolCall(**dict(zip(TOOLCALL_COLUMNS, row))) for row in toolcall_rows], batch_size=500)
 
 
-def _pg_insert_spans(span_rows: Sequence[tuple]) -> set[Key]:
+# PostgreSQL types of the COPY columns, in order: binary COPY needs them exactly.
+SPAN_TYPES = (
+    "int8", "text", "text", "text", "text", "int2", "timestamptz", "timestamptz", "int2", "text", "text",
+    "text", "text", "text", "text", "text", "jsonb", "jsonb", "jsonb", "jsonb", "text", "int8", "timestamptz",
+)  # fmt: skip
+TOOLCALL_TYPES = (
+    "int8", "text", "text", "text", "timestamptz", "timestamptz", "float8", "text", "text", "text", "text",
+    "int4", "int4", "jsonb", "text", "jsonb", "bool", "bool", "text", "text", "text", "text", "text", "bool",
+    "text", "text", "int8", "bool", "text", "text", "text", "text", "text", "jsonb", "timestamptz",
+)  # fmt: skip
+
+
+def _copy(cursor, table: str, columns: Sequence[str], types: Sequence[str], rows: Sequence[tuple]) -> None:
+    raw = cursor.cursor  # the psycopg cursor under Django's wrapper
+    set_json_dumps(dumps_json, raw)
+    # Django's own exception classes, as for any query (the view answers 503 on them).
+    with connection.wrap_database_errors:
+        with raw.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(types)
+            for row in rows:
+                copy.write_row(row)
+
+
+def _pg_insert_spans(span_rows: list[tuple]) -> set[Key]:
+    keys = {(row[1], row[2]) for row in span_rows}
+    # Fast path: resends are rare, so COPY straight in, sorted by key so concurrent
+    # senders lock index entries in the same order. A unique violation (a resend, or a
+    # concurrent copy of the same batch) rolls back to the savepoint and takes the
+    # staging path, which skips stored spans.
+    span_rows = sorted(span_rows, key=lambda row: (row[1], row[2]))
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            _copy(cursor, "ingest_span", SPAN_COLUMNS, SPAN_TYPES, span_rows)
+        return keys
+    except IntegrityError as exc:
+        if not isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+            raise
     columns = ", ".join(SPAN_COLUMNS)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -128,9 +171,7 @@ def _pg_insert_spans(span_rows: Sequence[tuple]) -> set[Key]:
         )
         # A connection reused after an aborted transaction may hold leftovers.
         cursor.execute("TRUNCATE tw_span_stage")
-        with cursor.cursor.copy(f"COPY tw_span_stage ({columns}) FROM STDIN") as copy:
-            for row in span_rows:
-                copy.write_row(row)
+        _copy(cursor, "tw_span_stage", SPAN_COLUMNS, SPAN_TYPES, span_rows)
         cursor.execute(
             f"INSERT INTO ingest_span ({columns}) SELECT {columns} FROM tw_span_stage "
             "ORDER BY trace_id, span_id ON CONFLICT DO NOTHING RETURNING trace_id, span_id"
@@ -138,7 +179,7 @@ def _pg_insert_spans(span_rows: Sequence[tuple]) -> set[Key]:
         return {(trace_id, span_id) for trace_id, span_id in cursor.fetchall()}
 
 
-def _orm_insert_spans(span_rows: Sequence[tuple]) -> set[Key]:
+def _orm_insert_spans(span_rows: list[tuple]) -> set[Key]:
     project_id = span_rows[0][0]
     trace_ids = sorted({row[1] for row in span_rows})
     existing: set[Key] = set()
@@ -148,27 +189,9 @@ def _orm_insert_spans(span_rows: Sequence[tuple]) -> set[Key]:
                 "trace_id", "span_id"
             )
         )
-    new_rows = {}
-    for row in span_rows:
-        key = (row[1], row[2])
-        if key not in existing and key not in new_rows:
-            new_rows[key] = row
-    Span.objects.bulk_create(
-        [Span(**_decode_json_columns(dict(zip(SPAN_COLUMNS, row)))) for row in new_rows.values()],
-        batch_size=500,
-    )
-    return set(new_rows)
-
-
-_JSON_COLUMNS = {"attributes", "resource_attributes", "events", "links", "arguments", "result", "contract"}
-
-
-def _decode_json_columns(values: dict) -> dict:
-    # The rows carry JSON text for COPY; the ORM wants Python values.
-    for name in _JSON_COLUMNS & values.keys():
-        if values[name] is not None:
-            values[name] = json.loads(values[name])
-    return values
+    new_rows = [row for row in span_rows if (row[1], row[2]) not in existing]
+    Span.objects.bulk_create([Span(**dict(zip(SPAN_COLUMNS, row))) for row in new_rows], batch_size=500)
+    return {(row[1], row[2]) for row in new_rows}
 
 
 def find_agent_spans(project_id: int, trace_ids: Sequence[str], since: dt.datetime) -> list[tuple[str, str, str, str]]:
@@ -207,11 +230,11 @@ def set_toolcall_agents(project_id: int, agents: dict[Key, str], since: dt.datet
             cursor.execute(
                 f"UPDATE ingest_toolcall AS t SET agent = v.agent FROM (VALUES {values}) AS v(trace_id, span_id, agent) "
                 "WHERE t.project_id = %s AND t.trace_id = v.trace_id AND t.span_id = v.span_id "
-                "AND t.start_time >= %s",
+                "AND t.start_time >= %s AND t.agent = ''",
                 [*params, project_id, since],
             )
         return
     for (trace_id, span_id), agent in items:
         ToolCall.objects.filter(
-            project_id=project_id, trace_id=trace_id, span_id=span_id, start_time__gte=since
+            project_id=project_id, trace_id=trace_id, span_id=span_id, start_time__gte=since, agent=""
         ).update(agent=agent)

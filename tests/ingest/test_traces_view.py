@@ -372,3 +372,27 @@ def test_overlong_names_are_cut_to_fit_instead_of_failing_the_write(client, key)
 
     call = ToolCall.objects.get()
     assert len(call.tool) == 256 and len(call.agent) == 256 and len(call.service) == 256
+
+
+def test_a_batch_mixing_stored_and_new_spans_stores_only_the_new_ones(client, project_key):
+    project, key = project_key
+    first = [json_span(TRACE, f"{i:016x}", "chat") for i in range(1, 4)]
+    second = first[1:] + [json_span(TRACE, f"{i:016x}", "chat") for i in range(4, 6)]
+    post(client, json_bytes(json_request([({"service.name": "s"}, first)])), key, content_type=JSON)
+
+    response = post(client, json_bytes(json_request([({"service.name": "s"}, second + second[:1])])), key, content_type=JSON)
+
+    assert response.status_code == 200
+    assert sorted(Span.objects.values_list("span_id", flat=True)) == [f"{i:016x}" for i in range(1, 6)]
+    counts = {row.outcome: row.count for row in IngestStat.objects.filter(project=project)}
+    assert counts == {"accepted": 5, "duplicate": 3}
+
+
+def test_integers_beyond_64_bits_in_json_arguments_are_kept(client, key):
+    span = json_span(
+        TRACE, "0000000000000007", "execute_tool big",
+        attrs={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "big", "gen_ai.tool.call.arguments": '{"n": 123456789012345678901234567890}'},
+    )  # fmt: skip
+
+    assert post(client, json_bytes(json_request([({"service.name": "s"}, [span])])), key, content_type=JSON).status_code == 200
+    assert ToolCall.objects.get().arguments == {"n": 123456789012345678901234567890}
