@@ -113,9 +113,8 @@ class Span(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="span_unique_ids"),
         ]
-        indexes = [
-            models.Index(fields=["project", "start_time"], name="span_project_start"),
-        ]
+        # No (project, start_time) index: spans are read by trace, time-range reads go to
+        # ToolCall, and retention drops whole partitions; each index costs every write.
 
     def __str__(self) -> str:
         return f"{self.name} {self.trace_id}/{self.span_id}"
