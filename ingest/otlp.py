@@ -45,6 +45,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import orjson
 from google.protobuf import json_format, message_factory
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
@@ -242,7 +243,7 @@ def _decode_json(body: bytes) -> ExportTraceServiceRequest:
         if (b"\\u" in body or b"\xed" in body) and _SURROGATE_HINT.search(body):
             document = json.loads(body, object_pairs_hook=_pairs_without_surrogates)
         else:
-            document = json.loads(body)
+            document = _loads(body)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno} (char {exc.pos})"
         raise OtlpError(400, f"body is not valid JSON: {exc.msg} at {where}") from None
@@ -258,6 +259,15 @@ def _decode_json(body: bytes) -> ExportTraceServiceRequest:
     except (_Unsupported, TypeError, ValueError, OverflowError, RecursionError):
         pass
     return _parse_with_json_format(document)
+
+
+def _loads(body: bytes):
+    # orjson parses several times faster than json and makes less garbage; json stays
+    # the authority for what orjson refuses (integers beyond 64 bits) and for errors.
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
 
 
 def _pairs_without_surrogates(pairs: list) -> dict:
