@@ -34,6 +34,10 @@ class Attempt:
     arguments_hash: str = ""
     escalated: bool = False
     latency_ms: float = 0.0
+    service: str = ""
+    environment: str = ""
+    agent: str = ""
+    contract: dict | None = None  # contract checks of a failed attempt: name -> True / False / None
 
     @property
     def marked_retry(self) -> bool:

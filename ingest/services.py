@@ -17,6 +17,7 @@ from ingest.records import SpanRecord
 
 # Spans flattened and written per step, so a 64 MiB request never holds all its rows at once.
 SLICE_SPANS = 2_000
+HOUR_NS = 3600 * 1_000_000_000
 # How often last_used_at is written for a busy key: not on every request.
 KEY_TOUCH_INTERVAL = dt.timedelta(seconds=60)
 
@@ -165,6 +166,7 @@ def _write_slice(project, spans, escalation_tools, now, parents, agents, agentle
     result.accepted += len(new_keys)
     result.duplicates += len(spans) - len(new_keys)
     toolcall_rows = []
+    hours: set[int] = set()
     for span in spans:
         key = (span.trace_id, span.span_id)
         if key not in new_keys:
@@ -178,7 +180,9 @@ def _write_slice(project, spans, escalation_tools, now, parents, agents, agentle
             if not call.agent:
                 agentless.append(key)
         toolcall_rows.append(storage.toolcall_row(project.pk, span, call, now))
+        hours.add(span.start_ns // HOUR_NS)
     storage.insert_toolcalls(toolcall_rows)
+    storage.mark_changed_hours(project.pk, hours)
     result.tool_calls += len(toolcall_rows)
 
 

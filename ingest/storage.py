@@ -238,3 +238,17 @@ def set_toolcall_agents(project_id: int, agents: dict[Key, str], since: dt.datet
         ToolCall.objects.filter(
             project_id=project_id, trace_id=trace_id, span_id=span_id, start_time__gte=since, agent=""
         ).update(agent=agent)
+
+
+def mark_changed_hours(project_id: int, hours: set[int]) -> None:
+    """Queue hours (as hours since the epoch) for the rollup job; already queued ones stay once."""
+    if not hours:
+        return
+    values = ", ".join(["(%s, %s)"] * len(hours))
+    params = [value for hour in sorted(hours) for value in (project_id, ns_to_datetime(hour * 3_600_000_000_000))]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO ingest_changedhour (project_id, hour) VALUES {values} "
+            "ON CONFLICT (project_id, hour) DO NOTHING",
+            params,
+        )

@@ -1,0 +1,190 @@
+"""Rollups: the buckets of changed hours recomputed from the tool calls (SPEC 5).
+
+Ingest queues the hour of every tool call it stores (ingest.ChangedHour, in the same
+transaction). `rollups_refresh` claims a project's queued hours and recomputes each
+with the hour before it (a retry arriving late can change a call that started then):
+it loads the attempts around the range, links them into logical calls
+(dashboard.attempts), and replaces the range's rollup rows. Recomputing instead of
+incrementing makes a rerun, a late span or a resend harmless: the rows come out the
+same. On PostgreSQL an advisory lock keeps two runs off the same project.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+
+from dashboard import histograms
+from dashboard.attempts import Attempt, CallTotals, LogicalCall, link_attempts
+from dashboard.models import ERROR_CLASSES, ToolRollup
+from ingest.models import ChangedHour, ToolCall
+
+logger = logging.getLogger(__name__)
+
+HOUR = dt.timedelta(hours=1)
+# Attempts this far outside a range are loaded too, so calls crossing its edges link whole.
+LINK_SLACK = HOUR
+RESOLUTIONS = (ToolRollup.Resolution.FIVE_MINUTES, ToolRollup.Resolution.HOUR)
+_LOCK_NAMESPACE = 7_310_020  # pg_advisory_lock(namespace, project id): one rollup run per project
+
+_ATTEMPT_FIELDS = (
+    "trace_id", "span_id", "tool", "start_time", "ok", "error_class", "call_id", "attempt", "resend_count",
+    "arguments_hash", "escalated", "latency_ms", "service", "environment", "agent", "contract",
+)  # fmt: skip
+
+
+def floor_time(moment: dt.datetime, seconds: int) -> dt.datetime:
+    epoch = int(moment.timestamp())
+    return dt.datetime.fromtimestamp(epoch - epoch % seconds, tz=dt.UTC)
+
+
+@dataclass
+class _Bucket:
+    totals: CallTotals = field(default_factory=CallTotals)
+    latencies: list[float] = field(default_factory=list)
+    contract: dict[str, list[int]] = field(default_factory=dict)
+
+
+def aggregate(calls: Iterable[LogicalCall]) -> dict[tuple, _Bucket]:
+    """Pure: logical calls -> {(resolution, bucket start, tool, service, environment, agent): bucket}.
+
+    A call counts in the bucket where its first attempt started; the dimensions are
+    the first attempt's.
+    """
+    buckets: dict[tuple, _Bucket] = defaultdict(_Bucket)
+    for call in calls:
+        first = call.first
+        for resolution in RESOLUTIONS:
+            key = (int(resolution), floor_time(first.start, resolution), first.tool, first.service, first.environment, first.agent)
+            bucket = buckets[key]
+            bucket.totals.add(call)
+            bucket.latencies.extend(attempt.latency_ms for attempt in call.attempts)
+            if not call.ok:
+                for check, passed in (call.last.contract or {}).items():
+                    if passed is not None:
+                        counts = bucket.contract.setdefault(check, [0, 0])
+                        counts[0] += bool(passed)
+                        counts[1] += 1
+    return buckets
+
+
+def _rows(project_id: int, buckets: dict[tuple, _Bucket]) -> list[ToolRollup]:
+    rows = []
+    for (resolution, start, tool, service, environment, agent), bucket in sorted(buckets.items()):
+        totals = bucket.totals
+        rows.append(
+            ToolRollup(
+                project_id=project_id, resolution=resolution, bucket_start=start, tool=tool, service=service,
+                environment=environment, agent=agent, calls=totals.calls, attempts=totals.attempts,
+                retries=totals.retries, failed_retries=totals.failed_retries, wasted_retries=totals.wasted_retries,
+                blind_retries=totals.blind_retries, errors=totals.errors, resolved=totals.resolved,
+                escalations=totals.escalations, latency_hist=histograms.histogram(bucket.latencies),
+                contract=dict(sorted(bucket.contract.items())),
+                **{f"err_{name}": totals.errors_by_class.get(name, 0) for name in ERROR_CLASSES},
+            )
+        )  # fmt: skip
+    return rows
+
+
+def load_attempts(project_id: int, start: dt.datetime, end: dt.datetime) -> list[Attempt]:
+    query = ToolCall.objects.filter(project_id=project_id, start_time__gte=start, start_time__lt=end)
+    return [
+        Attempt(
+            trace_id=trace_id, span_id=span_id, tool=tool, start=start_time, ok=ok, error_class=error_class,
+            call_id=call_id, attempt=attempt, resend_count=resend_count, arguments_hash=arguments_hash,
+            escalated=escalated, latency_ms=latency_ms, service=service, environment=environment, agent=agent,
+            contract=contract,
+        )  # fmt: skip
+        for (
+            trace_id, span_id, tool, start_time, ok, error_class, call_id, attempt, resend_count, arguments_hash,
+            escalated, latency_ms, service, environment, agent, contract,
+        ) in query.values_list(*_ATTEMPT_FIELDS).iterator(chunk_size=5000)  # fmt: skip
+    ]
+
+
+def rollups_recompute(*, project_id: int, start: dt.datetime, end: dt.datetime) -> int:
+    """Replace the rollups of [start, end) (hour-aligned) with ones computed afresh; returns rows written."""
+    start, end = floor_time(start, 3600), floor_time(end - dt.timedelta(microseconds=1), 3600) + HOUR
+    attempts = load_attempts(project_id, start - LINK_SLACK, end + LINK_SLACK)
+    calls = [call for call in link_attempts(attempts) if start <= call.first.start < end]
+    rows = _rows(project_id, aggregate(calls))
+    with transaction.atomic():
+        ToolRollup.objects.filter(project_id=project_id, bucket_start__gte=start, bucket_start__lt=end).delete()
+        ToolRollup.objects.bulk_create(rows, batch_size=1000)
+    return len(rows)
+
+
+def hour_ranges(hours: Iterable[dt.datetime]) -> list[tuple[dt.datetime, dt.datetime]]:
+    """Changed hours -> merged [start, end) ranges, each widened by the hour before."""
+    ranges: list[list[dt.datetime]] = []
+    for hour in sorted(set(hours)):
+        start, end = hour - HOUR, hour + HOUR
+        if ranges and start <= ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], end)
+        else:
+            ranges.append([start, end])
+    return [(start, end) for start, end in ranges]
+
+
+def _claim_changed_hours(project_id: int) -> list[dt.datetime]:
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM ingest_changedhour WHERE project_id = %s RETURNING hour", [project_id])
+            hours = [row[0] for row in cursor.fetchall()]
+    # SQLite hands back naive strings or datetimes; make them aware datetimes.
+    return [_aware(hour) for hour in hours]
+
+
+def _aware(value) -> dt.datetime:
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def rollups_refresh(*, project_id: int) -> int | None:
+    """Recompute the project's changed hours; None when another run holds the project."""
+    with _project_lock(project_id) as acquired:
+        if not acquired:
+            return None
+        hours = _claim_changed_hours(project_id)
+        written = 0
+        try:
+            for start, end in hour_ranges(hours):
+                written += rollups_recompute(project_id=project_id, start=start, end=end)
+        except BaseException:
+            # Put the claimed hours back so the next run does them.
+            ChangedHour.objects.bulk_create(
+                [ChangedHour(project_id=project_id, hour=hour) for hour in hours], ignore_conflicts=True
+            )
+            raise
+        return written
+
+
+def projects_with_changes() -> list[int]:
+    return sorted(set(ChangedHour.objects.values_list("project_id", flat=True).distinct()))
+
+
+class _project_lock:
+    """A PostgreSQL session advisory lock on (namespace, project): one run per project at a time."""
+
+    def __init__(self, project_id: int):
+        self.project_id = project_id
+        self.held = False
+
+    def __enter__(self) -> bool:
+        if connection.vendor != "postgresql":
+            return True  # SQLite serialises writers itself; the quickstart runs one worker
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, self.project_id])
+            self.held = bool(cursor.fetchone()[0])
+        return self.held
+
+    def __exit__(self, *exc) -> None:
+        if self.held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_NAMESPACE, self.project_id])

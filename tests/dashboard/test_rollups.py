@@ -1,0 +1,159 @@
+import datetime as dt
+import random
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from dashboard import selectors
+from dashboard.attempts import link_attempts, totals
+from dashboard.models import ToolRollup
+from dashboard.rollups import hour_ranges, load_attempts, rollups_recompute, rollups_refresh
+from ingest.demo import demo_request
+from ingest.models import ChangedHour
+from ingest.services import spans_ingest
+from tests.factories import make_project
+
+pytestmark = pytest.mark.django_db
+NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+COUNTS = ("calls", "attempts", "retries", "failed_retries", "wasted_retries", "blind_retries", "errors", "resolved", "escalations")
+
+
+def ingest(project, request):
+    return spans_ingest(project=project, request=request, limits=settings.INGEST_LIMITS, now=NOW)
+
+
+def split(request: ExportTraceServiceRequest, parts: int, seed: int) -> list[ExportTraceServiceRequest]:
+    """The same spans in `parts` requests, shuffled: another arrival order and batching."""
+    spans = [(rs.resource, span) for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans]
+    random.Random(seed).shuffle(spans)
+    out = []
+    for n in range(parts):
+        piece = ExportTraceServiceRequest()
+        for resource, span in spans[n::parts]:
+            rs = piece.resource_spans.add()
+            rs.resource.CopyFrom(resource)
+            rs.scope_spans.add().spans.append(span)
+        out.append(piece)
+    return out
+
+
+def rollup_rows(project) -> list[tuple]:
+    fields = ("resolution", "bucket_start", "tool", "service", "environment", "agent", *COUNTS, "latency_hist", "contract")
+    return list(ToolRollup.objects.filter(project=project).order_by(*fields[:6]).values_list(*fields))
+
+
+@pytest.fixture
+def demo():
+    return demo_request(seed=11, traces=90, hours=6, now_ns=int(NOW.timestamp()) * 10**9)
+
+
+def test_ingest_queues_the_hours_of_the_tool_calls_it_stores(demo):
+    project = make_project()
+
+    ingest(project, demo)
+
+    hours = set(ChangedHour.objects.filter(project=project).values_list("hour", flat=True))
+    assert hours and all(hour.minute == 0 and NOW - dt.timedelta(hours=7) <= hour <= NOW for hour in hours)
+
+
+def test_refresh_rolls_up_exactly_what_linking_the_stored_calls_gives(demo):
+    project = make_project()
+    ingest(project, demo)
+
+    assert rollups_refresh(project_id=project.pk) > 0
+
+    expected = totals(link_attempts(load_attempts(project.pk, NOW - dt.timedelta(days=1), NOW + dt.timedelta(hours=1))))
+    hourly = ToolRollup.objects.filter(project=project, resolution=3600)
+    for name in COUNTS:
+        assert sum(getattr(row, name) for row in hourly) == getattr(expected, name), name
+    five = ToolRollup.objects.filter(project=project, resolution=300)
+    assert sum(row.calls for row in five) == expected.calls
+    assert not ChangedHour.objects.filter(project=project).exists()
+
+
+def test_a_rerun_yields_identical_rows(demo):
+    project = make_project()
+    ingest(project, demo)
+    rollups_refresh(project_id=project.pk)
+    first = rollup_rows(project)
+
+    rollups_recompute(project_id=project.pk, start=NOW - dt.timedelta(hours=8), end=NOW + dt.timedelta(hours=1))
+
+    assert rollup_rows(project) == first
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_numbers_do_not_depend_on_arrival_order_or_batching(demo, seed):
+    whole, pieces = make_project(), make_project()
+    ingest(whole, demo)
+    for piece in split(demo, parts=7, seed=seed):
+        ingest(pieces, piece)
+        rollups_refresh(project_id=pieces.pk)  # rollups run between the batches too
+    rollups_refresh(project_id=whole.pk)
+
+    assert rollup_rows(whole) == rollup_rows(pieces)
+
+
+def test_a_span_arriving_two_days_late_is_reflected(demo):
+    project = make_project()
+    ingest(project, demo)
+    rollups_refresh(project_id=project.pk)
+    before = ToolRollup.objects.filter(project=project).count()
+    late = demo_request(seed=12, traces=3, hours=1, now_ns=int((NOW - dt.timedelta(hours=47)).timestamp()) * 10**9)
+
+    ingest(project, late)
+    rollups_refresh(project_id=project.pk)
+
+    old = ToolRollup.objects.filter(project=project, bucket_start__lt=NOW - dt.timedelta(hours=40))
+    assert old.exists() and ToolRollup.objects.filter(project=project).count() > before
+
+
+def test_changed_hours_merge_into_ranges_with_the_hour_before():
+    h = dt.datetime(2026, 11, 29, 10, tzinfo=dt.UTC)
+
+    assert hour_ranges([h, h + dt.timedelta(hours=1), h + dt.timedelta(hours=5)]) == [
+        (h - dt.timedelta(hours=1), h + dt.timedelta(hours=2)),
+        (h + dt.timedelta(hours=4), h + dt.timedelta(hours=6)),
+    ]
+
+
+def test_selectors_give_series_and_the_tools_table_from_rollups(demo, django_assert_max_num_queries):
+    project = make_project()
+    ingest(project, demo)
+    rollups_refresh(project_id=project.pk)
+    start, end = NOW - dt.timedelta(hours=8), NOW + dt.timedelta(hours=1)
+
+    with django_assert_max_num_queries(1):
+        series = selectors.metric_series(project, start=start, end=end)
+    with django_assert_max_num_queries(2):
+        table = selectors.tools_table(project, start=start, end=end)
+
+    expected = totals(link_attempts(load_attempts(project.pk, start, end)))
+    assert sum(point["calls"] for point in series) == expected.calls
+    assert len(series) == 9 * 12  # 5-minute points over 9 hours
+    assert sum(row["calls"] for row in table) == expected.calls
+    by_tool = {row["tool"]: row for row in table}
+    assert by_tool["update_address"]["errors"] > 0 and by_tool["update_address"]["contract_checks"]["field_named"] == 1.0
+    assert by_tool["legacy_export"]["contract_checks"]["specific_message"] == 0.0
+    assert all(row["p50_ms"] <= row["p95_ms"] <= row["p99_ms"] for row in table)
+    with pytest.raises(ValueError, match="unknown filter"):
+        selectors.metric_series(project, start=start, end=end, colour="red")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_second_run_on_the_same_project_steps_aside():
+    import psycopg
+
+    project = make_project()
+    params = connection.get_connection_params()
+    other = psycopg.connect(**{k: v for k, v in params.items() if k in ("host", "port", "user", "dbname", "password")})
+    try:
+        other.execute("SELECT pg_advisory_lock(7310020, %s)", [project.pk])
+        assert rollups_refresh(project_id=project.pk) is None
+    finally:
+        other.close()
+    assert rollups_refresh(project_id=project.pk) == 0
