@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from celery import Celery
+from celery.schedules import crontab
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -25,3 +26,20 @@ if str(app.conf.broker_url).startswith("filesystem://"):
     }
 
 app.autodiscover_tasks()
+
+# The whole schedule, in one place. `expires` drops a run that waited too long in the
+# queue: the next one does the same work on fresher data.
+app.conf.beat_schedule = {
+    # Rollups trail ingest by about a minute; each run recomputes the hours that changed.
+    "refresh-rollups": {
+        "task": "dashboard.tasks.refresh_rollups",
+        "schedule": crontab(),
+        "options": {"expires": 50},
+    },
+    # Day partitions exist a week before any span needs them (ingest also makes them on demand).
+    "create-partitions-ahead": {
+        "task": "ingest.tasks.create_partitions_ahead",
+        "schedule": crontab(minute=7),
+        "options": {"expires": 3000},
+    },
+}

@@ -156,7 +156,14 @@ REST_FRAMEWORK = {
 }
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "") or None
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_IGNORE_RESULT = CELERY_RESULT_BACKEND is None
+# A task is acknowledged after it ran, so a worker killed mid-task leaves it for another;
+# every task is idempotent, so running twice is harmless.
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULE_FILENAME = str(BASE_DIR / "var" / "celerybeat-schedule")
 
 LOGGING = {
     "version": 1,

@@ -14,6 +14,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -54,12 +55,32 @@ def run() -> None:
     manage("collectstatic", "--no-input", "-v", "0")
     manage("quickstart")
     host, port = os.environ.get("HOST", "127.0.0.1"), os.environ.get("PORT", "8000")
-    print(f"serving Toolwatch on http://{host}:{port}/  (Ctrl-C stops)", flush=True)
-    # waitress reads chunked request bodies in full (the Node OTLP exporter sends them).
-    os.execv(
-        str(PYTHON),
-        [str(PYTHON), "-m", "waitress", f"--listen={host}:{port}", "--threads=8", "config.wsgi:application"],
+    # The worker and its beat run beside the web server on the filesystem broker: no server to install.
+    worker = subprocess.Popen(
+        [str(PYTHON), "-m", "celery", "-A", "config", "worker", "--beat", "--pool=solo", "--loglevel=WARNING"],
+        cwd=ROOT,
     )
+    # waitress reads chunked request bodies in full (the Node OTLP exporter sends them).
+    web = subprocess.Popen(
+        [str(PYTHON), "-m", "waitress", f"--listen={host}:{port}", "--threads=8", "config.wsgi:application"],
+        cwd=ROOT,
+    )
+    print(f"serving Toolwatch on http://{host}:{port}/  (Ctrl-C stops)", flush=True)
+    try:
+        while web.poll() is None and worker.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for process in (web, worker):
+            if process.poll() is None:
+                process.terminate()
+        for process in (web, worker):
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    sys.exit(web.returncode or worker.returncode or 0)
 
 
 def test(pytest_args: list[str]) -> None:

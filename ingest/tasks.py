@@ -1,0 +1,11 @@
+"""Thin Celery tasks of the write side."""
+
+from celery import shared_task
+from django.utils import timezone
+
+from ingest import partitions
+
+
+@shared_task(ignore_result=True)
+def create_partitions_ahead(days: int = 7) -> None:
+    partitions.create_ahead(timezone.now().date(), days_ahead=days)

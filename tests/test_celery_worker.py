@@ -1,0 +1,102 @@
+"""A real Celery worker on Redis runs the rollup job against the test database."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from config.celery import app
+from dashboard.models import ToolRollup
+from dashboard.tasks import refresh_project_rollups, refresh_rollups
+from ingest.demo import demo_request
+from ingest.models import ChangedHour
+from ingest.services import spans_ingest
+from tests.conftest import require_service
+from tests.factories import make_project
+
+REDIS = "redis://127.0.0.1:6379/15"
+
+
+def redis_answers() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def worker(transactional_db):
+    require_service(redis_answers(), "needs Redis: start it on 127.0.0.1:6379 (redis-server --daemonize yes)")
+    require_service(
+        connection.vendor == "postgresql",
+        "needs PostgreSQL, shared with the worker process: run with DATABASE_URL=postgres://postgres@127.0.0.1:5432/toolwatch",
+    )
+    database = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "CELERY_BROKER_URL": REDIS,
+        "CELERY_RESULT_BACKEND": REDIS,
+        "DATABASE_CONN_MAX_AGE": "0",
+    }
+    previous = dict(broker_url=app.conf.broker_url, result_backend=app.conf.result_backend, task_ignore_result=app.conf.task_ignore_result)
+    app.conf.update(broker_url=REDIS, result_backend=REDIS, task_ignore_result=False, broker_transport_options={})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--concurrency=1", "--loglevel=WARNING",
+         "--hostname", f"test-{os.getpid()}@%h"],
+        cwd=Path(__file__).resolve().parents[1], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        app.control.purge()
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        app.conf.update(**previous)
+
+
+def run(task, *args):
+    # The tasks were bound with results ignored (no backend in settings); ask for one here.
+    return task.apply_async(args, ignore_result=False).get(timeout=60)
+
+
+def test_a_real_worker_refreshes_rollups_and_a_second_run_changes_nothing(worker):
+    project = make_project()
+    now = dt.datetime(2026, 11, 29, 12, tzinfo=dt.UTC)
+    spans_ingest(project=project, request=demo_request(seed=5, traces=30, hours=3, now_ns=int(now.timestamp()) * 10**9),
+                 limits=settings.INGEST_LIMITS, now=now)  # fmt: skip
+
+    written = run(refresh_project_rollups, project.pk)
+
+    assert written == ToolRollup.objects.filter(project=project).count() > 0
+    assert not ChangedHour.objects.filter(project=project).exists()
+    rows = list(ToolRollup.objects.filter(project=project).order_by("id").values_list("bucket_start", "tool", "calls"))
+    assert run(refresh_project_rollups, project.pk) == 0  # nothing changed since
+    assert list(ToolRollup.objects.filter(project=project).order_by("id").values_list("bucket_start", "tool", "calls")) == rows
+
+
+def test_the_periodic_fan_out_reaches_every_changed_project(worker):
+    projects = [make_project(), make_project()]
+    now = dt.datetime(2026, 11, 29, 12, tzinfo=dt.UTC)
+    for seed, project in enumerate(projects):
+        spans_ingest(project=project, request=demo_request(seed=seed, traces=9, hours=2, now_ns=int(now.timestamp()) * 10**9),
+                     limits=settings.INGEST_LIMITS, now=now)  # fmt: skip
+
+    run(refresh_rollups)
+
+    import time
+
+    deadline = time.monotonic() + 60
+    while ChangedHour.objects.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(ToolRollup.objects.filter(project=project).exists() for project in projects)
