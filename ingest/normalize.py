@@ -28,6 +28,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import itertools
 import json
@@ -84,6 +85,11 @@ MAX_RETRY_AFTER_MS = 2**53  # a bigint column; anything near it is nonsense anyw
 # for storage and templates: structured attribute values are already capped at ingest).
 MAX_PARSED_DEPTH = 32
 UNNAMED_TOOL = "unnamed_tool"
+
+_HTTP_STATUS_TEXT = re.compile(r"[1-5]\d\d")
+_NEGATIVE_INT_TEXT = re.compile(r"-\d+")
+_INT_TEXT = re.compile(r"-?\d+")
+_INT_LITERAL = re.compile(r"\s*[+-]?\d{1,18}\s*")
 
 
 # --- recognition ---------------------------------------------------------------------------
@@ -174,6 +180,10 @@ def parse_value(value: Any) -> Any:
         parsed = json.loads(value)
     except (ValueError, RecursionError):
         return value
+    # Fast path: every level of nesting opens with its own "{" or "[", so a text with at
+    # most MAX_PARSED_DEPTH of them (those inside strings count too) cannot nest deeper.
+    if value.count("{") + value.count("[") <= MAX_PARSED_DEPTH:
+        return parsed
     return parsed if _depth_within(parsed, MAX_PARSED_DEPTH) else value
 
 
@@ -188,6 +198,11 @@ def _depth_within(value: Any, limit: int) -> bool:
     return True
 
 
+# What json.dumps(..., sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+# builds on every call, built once.
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def arguments_hash(arguments: Any) -> str:
     """16 hex of sha256 over canonical JSON (sorted keys, compact); "" when there are none.
 
@@ -195,8 +210,7 @@ def arguments_hash(arguments: Any) -> str:
     """
     if arguments is None or arguments == "":
         return ""
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return _sha16(canonical)
+    return _sha16(_CANONICAL_JSON.encode(arguments))
 
 
 def _arguments(attrs: dict[str, Any]) -> Any:
@@ -259,6 +273,8 @@ class _Source:
 
     name: str  # "envelope" (span tool.error.* attributes), "result", "status_message"
     layers: list[dict[str, Any]]
+    # Its (prose, one-word codes) under taxonomy.MESSAGE_KEYS, once read (_message_parts).
+    message_parts: tuple[list[str], list[str]] | None = None
 
 
 def _fill_failure(record: ToolCallRecord, span: SpanRecord) -> None:
@@ -272,14 +288,24 @@ def _fill_failure(record: ToolCallRecord, span: SpanRecord) -> None:
     record.error_class, classified_by = _classify(span.attributes, signals, sources)
     record.classified_by = _cap(classified_by, "classified_by")
     record.error_type = _cap(signals.error_type or signals.exception_type, "error_type")
+    message, generic_message = _message(signals, sources)
+    record.message = message[:MAX_MESSAGE_CHARS]
+    _fill_stated(record, sources)
+    record.fingerprint = record_fingerprint(record)
+    if len(message) > MAX_MESSAGE_CHARS:  # the cut message is judged afresh
+        generic_message = taxonomy.is_generic_message(record.message)
+    record.contract = _contract_checks(record, generic_message)
+
+
+def _fill_stated(record: ToolCallRecord, sources: list[_Source]) -> None:
+    """The fields only an error envelope states."""
+    if not sources:
+        return  # fast path: no envelope, so the record's defaults ("" and None) stand
     record.error_code = _cap(_error_code(sources), "error_code")
-    record.message = _message(signals, sources)[:MAX_MESSAGE_CHARS]
     record.retryable = _stated_retryable(sources)
     record.field = _cap(_field(sources), "field")
     record.suggestion = _suggestion(sources)[:MAX_MESSAGE_CHARS]
     record.retry_after_ms = _retry_after_ms(sources)
-    record.fingerprint = record_fingerprint(record)
-    record.contract = contract_checks(record)
 
 
 def _span_signals(span: SpanRecord) -> _SpanSignals:
@@ -289,7 +315,7 @@ def _span_signals(span: SpanRecord) -> _SpanSignals:
     event = _last_exception_event(span)
     error_type = _text(attrs.get("error.type")).strip()
     # tool.error.* attributes are an error envelope on the span itself.
-    stated = any(_text(attrs.get(key)).strip() for key in ("tool.error.class", "tool.error.code"))
+    stated = bool(_text(attrs.get("tool.error.class")).strip() or _text(attrs.get("tool.error.code")).strip())
     return _SpanSignals(
         failed=span.status_code == STATUS_ERROR or bool(error_type) or event is not None or stated,
         error_type=error_type,
@@ -306,6 +332,14 @@ def _last_exception_event(span: SpanRecord) -> dict[str, Any] | None:
     return None
 
 
+# Every key _result_is_error reads: a dict without any of them is no error envelope (the
+# message and retryable keys are what the class and code keys and a JSON-RPC error need).
+_RESULT_ERROR_KEYS = frozenset(
+    taxonomy.ERROR_FLAG_KEYS + ("error",) + taxonomy.SUCCESS_FLAG_KEYS + taxonomy.STATED_CLASS_KEYS
+    + taxonomy.MESSAGE_KEYS + taxonomy.RETRYABLE_KEYS
+)  # fmt: skip
+
+
 def _result_is_error(result: Any) -> bool:
     """Whether a tool's result is an error envelope (SPEC 4.2), strictly structured.
 
@@ -313,6 +347,9 @@ def _result_is_error(result: Any) -> bool:
     seat), so those count only next to a message or retryable key.
     """
     if not isinstance(result, dict):
+        return False
+    # Fast path for the usual successful payload: none of the keys below is present.
+    if _RESULT_ERROR_KEYS.isdisjoint(result):
         return False
     if any(_as_bool(result.get(key)) is True for key in taxonomy.ERROR_FLAG_KEYS):
         return True
@@ -388,7 +425,8 @@ def _status_message_envelope(message: str) -> dict[str, Any] | None:
     a JSON envelope.
     """
     text = message.strip()
-    if len(text) > _MAX_LITERAL_CHARS:
+    # Fast path: a message without "{" holds no dict (both ways below need one).
+    if len(text) > _MAX_LITERAL_CHARS or "{" not in text:
         return None
     if not text.startswith("{"):
         match = _DETAIL_AFTER_HEADLINE.match(text)
@@ -405,10 +443,18 @@ def _status_message_envelope(message: str) -> dict[str, Any] | None:
     return None
 
 
+# The keys of a _lookup as a set, made once per tuple of keys.
+_key_set = functools.cache(frozenset)
+
+
 def _lookup(sources: Iterable[_Source], keys: tuple[str, ...]) -> Iterator[tuple[_Source, str, Any]]:
     """(source, key, value) of every stated value of `keys`, in precedence order."""
+    wanted = _key_set(keys)
     for source in sources:
         for layer in source.layers:
+            # Fast path: most layers hold only a few keys, often none of these.
+            if wanted.isdisjoint(layer):
+                continue
             for key in keys:
                 value = layer.get(key)
                 if value is not None and value != "":
@@ -423,9 +469,8 @@ def _classify(attrs: dict[str, Any], signals: _SpanSignals, sources: list[_Sourc
     decided, permanent, retryable_said = _stated_class(sources)
     if decided:
         return decided
-    texts = _classification_texts(signals, sources)
     later = itertools.chain(
-        _status_code_evidence(attrs, signals, sources, texts), _name_and_message_evidence(signals, texts)
+        _status_code_evidence(attrs, signals, sources), _name_and_message_evidence(signals, sources)
     )
     for cls, by in later:
         # "permanent" says only "not retryable": it rules transient out, nothing else.
@@ -445,9 +490,10 @@ def _stated_class(sources: list[_Source]) -> tuple[tuple[str, str] | None, str, 
     for source, key, value in _lookup(sources, taxonomy.CLASS_KEYS):
         if not isinstance(value, str) or not _code_like(key, value):
             continue  # a numeric code is a status code (step 2); prose is a message (step 3)
-        if cls := taxonomy.class_for_spelling(value):
+        cls, permanent_spelling = taxonomy.read_spelling(value)
+        if cls:
             return (cls, _evidence(source, key, value)), "", ""
-        if not permanent and taxonomy.is_permanent_spelling(value):
+        if not permanent and permanent_spelling:
             permanent = _evidence(source, key, value)
     for source, key, value in _lookup(sources, taxonomy.RETRYABLE_KEYS):
         flag = _as_bool(value)
@@ -461,23 +507,26 @@ def _stated_class(sources: list[_Source]) -> tuple[tuple[str, str] | None, str, 
     return None, permanent, ""
 
 
+_STATUS_OR_CODE_KEYS = taxonomy.STATUS_KEYS + taxonomy.CODE_KEYS
+
+
 def _status_code_evidence(
-    attrs: dict[str, Any], signals: _SpanSignals, sources: list[_Source], texts: list[str]
+    attrs: dict[str, Any], signals: _SpanSignals, sources: list[_Source]
 ) -> Iterator[tuple[str, str]]:
     for key in HTTP_STATUS_ATTRS:
         code = _as_int(attrs.get(key))
         if code is not None and (cls := taxonomy.class_for_http_status(code)):
             yield cls, f"{key}={code}"
     # HTTP semconv: after an error response, error.type is the status code as a string.
-    if re.fullmatch(r"[1-5]\d\d", signals.error_type):
+    if _HTTP_STATUS_TEXT.fullmatch(signals.error_type):
         if cls := taxonomy.class_for_http_status(int(signals.error_type)):
             yield cls, f"error.type={signals.error_type}"
-    for source, key, value in _lookup(sources, taxonomy.STATUS_KEYS + taxonomy.CODE_KEYS):
+    for source, key, value in _lookup(sources, _STATUS_OR_CODE_KEYS):
         code = _as_int(value)
         if code is None:
             continue
         if code < 0:
-            cls, refined = _jsonrpc_class(code, texts)
+            cls, refined = _jsonrpc_class(code, signals, sources)
         else:
             cls, refined = (taxonomy.class_for_http_status(code) if 100 <= code <= 599 else None), ""
         if cls:
@@ -486,7 +535,7 @@ def _status_code_evidence(
         value = attrs.get(key)
         code = _as_int(value)
         if code is not None and code < 0:  # MCP puts JSON-RPC codes here, as strings
-            cls, refined = _jsonrpc_class(code, texts)
+            cls, refined = _jsonrpc_class(code, signals, sources)
         elif isinstance(value, (int, str)) and not isinstance(value, bool):
             cls, refined = taxonomy.class_for_grpc(code if code is not None else value), ""
         else:
@@ -494,26 +543,27 @@ def _status_code_evidence(
         if cls:
             yield cls, f"{key}={_text(value).strip()}{refined}"
     # MCP semconv: error.type is the JSON-RPC code as a string.
-    if re.fullmatch(r"-\d+", signals.error_type):
-        cls, refined = _jsonrpc_class(int(signals.error_type), texts)
+    if _NEGATIVE_INT_TEXT.fullmatch(signals.error_type):
+        cls, refined = _jsonrpc_class(int(signals.error_type), signals, sources)
         if cls:
             yield cls, f"error.type={signals.error_type}{refined}"
 
 
-def _jsonrpc_class(code: int, texts: list[str]) -> tuple[str | None, str]:
+def _jsonrpc_class(code: int, signals: _SpanSignals, sources: list[_Source]) -> tuple[str | None, str]:
     """(class, extra evidence): MCP's example sends "Unknown tool" as invalid params."""
     if code == -32602:
-        for text in texts:
+        for text in _classification_texts(signals, sources):
             if match := taxonomy.UNKNOWN_TOOL_MESSAGE.search(text):
                 return taxonomy.NOT_FOUND, f' + message:"{match.group(0)}"'
     return taxonomy.class_for_jsonrpc(code), ""
 
 
-def _name_and_message_evidence(signals: _SpanSignals, texts: list[str]) -> Iterator[tuple[str, str]]:
+def _name_and_message_evidence(signals: _SpanSignals, sources: list[_Source]) -> Iterator[tuple[str, str]]:
     for label, name in (("error.type", signals.error_type), ("exception.type", signals.exception_type)):
-        if name and not re.fullmatch(r"-?\d+", name) and (cls := taxonomy.class_for_error_name(name)):
+        if name and not _INT_TEXT.fullmatch(name) and (cls := taxonomy.class_for_error_name(name)):
             yield cls, f"{label}={name}"
-    for text in texts:
+    # The texts are gathered only now: most failures are decided before the messages.
+    for text in _classification_texts(signals, sources):
         if hit := taxonomy.class_for_message(text[:MAX_MESSAGE_CHARS]):
             cls, words = hit
             yield cls, f'message:"{words[:60]}"'
@@ -544,30 +594,48 @@ def _code_like(key: str, value: str) -> bool:
 def _messages(sources: Iterable[_Source]) -> list[str]:
     """Message candidates in precedence order; one-word codes under `error` come last."""
     prose, codes = [], []
-    for _, key, value in _lookup(sources, taxonomy.MESSAGE_KEYS):
-        if isinstance(value, str) and value.strip():
-            (codes if key in taxonomy.WORD_CODE_KEYS and _code_like(key, value) else prose).append(value)
+    for source in sources:
+        source_prose, source_codes = _message_parts(source)
+        prose += source_prose
+        codes += source_codes
     return prose + codes
 
 
-def _message(signals: _SpanSignals, sources: list[_Source]) -> str:
-    """The envelope's message, else exception.message, else the status message."""
-    by_name = {source.name: [source] for source in sources}
-    for candidates in (
-        _messages(by_name.get("envelope", [])),
-        _messages(by_name.get("result", [])),
-        [signals.exception_message],
-        _messages(by_name.get("status_message", [])),
-        [signals.status_message],
-    ):
+def _message_parts(source: _Source) -> tuple[list[str], list[str]]:
+    """(prose, codes) of one source, read once: classification and _message both need them."""
+    if source.message_parts is None:
+        prose, codes = [], []
+        for _, key, value in _lookup((source,), taxonomy.MESSAGE_KEYS):
+            if isinstance(value, str) and value.strip():
+                (codes if key in taxonomy.WORD_CODE_KEYS and _code_like(key, value) else prose).append(value)
+        source.message_parts = (prose, codes)
+    return source.message_parts
+
+
+def _message(signals: _SpanSignals, sources: list[_Source]) -> tuple[str, bool]:
+    """The envelope's message, else exception.message, else the status message; and
+    whether it is generic, which the contract checks need too."""
+    for candidates in _message_candidates(signals, sources):
         candidates = [text for text in candidates if text.strip()]
         # Within one envelope, a specific message beats a headline ("Error running tool").
         for text in candidates:
             if not taxonomy.is_generic_message(text):
-                return text
+                return text, False
         if candidates:
-            return candidates[0]
-    return ""
+            return candidates[0], True
+    return "", True  # "" is one of taxonomy.GENERIC_MESSAGES
+
+
+def _message_candidates(signals: _SpanSignals, sources: list[_Source]) -> Iterator[list[str]]:
+    """The candidates of _message by source, in precedence order; later ones only when asked."""
+    by_name = {source.name: source for source in sources}
+    for name in ("envelope", "result"):
+        if name in by_name:
+            yield _messages([by_name[name]])
+    yield [signals.exception_message]
+    if "status_message" in by_name:
+        yield _messages([by_name["status_message"]])
+    yield [signals.status_message]
 
 
 def _stated_retryable(sources: list[_Source]) -> bool | None:
@@ -577,10 +645,12 @@ def _stated_retryable(sources: list[_Source]) -> bool | None:
     return None
 
 
+_STATED_CLASS_OR_WORD_CODE_KEYS = taxonomy.STATED_CLASS_KEYS + taxonomy.AMBIGUOUS_CLASS_KEYS + taxonomy.WORD_CODE_KEYS
+
+
 def _error_code(sources: list[_Source]) -> str:
     """The tool's own error code, else the class it states (seed 2 has only "class")."""
-    stated_class_keys = taxonomy.STATED_CLASS_KEYS + taxonomy.AMBIGUOUS_CLASS_KEYS + taxonomy.WORD_CODE_KEYS
-    for keys in (taxonomy.CODE_KEYS, stated_class_keys):
+    for keys in (taxonomy.CODE_KEYS, _STATED_CLASS_OR_WORD_CODE_KEYS):
         for _, key, value in _lookup(sources, keys):
             if _is_int(value) or (isinstance(value, str) and _code_like(key, value)):
                 return str(value).strip()
@@ -618,18 +688,23 @@ def _retry_after_ms(sources: list[_Source]) -> int | None:
 
 # --- fingerprints and the error contract ---------------------------------------------------
 
+# (pattern, placeholder, cue): every match of the pattern contains a match of its cue, a
+# cheap search, so a text without the cue is left as it is without scanning for the pattern.
 _FINGERPRINT_PLACEHOLDERS = tuple(
-    (re.compile(pattern, flags), placeholder)
-    for pattern, flags, placeholder in (
-        (r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.IGNORECASE, "<url>"),
-        (r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", 0, "<email>"),
-        (r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE, "<uuid>"),
+    (re.compile(pattern, flags), placeholder, re.compile(cue))
+    for pattern, flags, placeholder, cue in (
+        (r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.IGNORECASE, "<url>", "://"),
+        (r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", 0, "<email>", "@"),
+        (r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE, "<uuid>", "-"),
         # Quotes that open and close outside words, so "can't" is not the start of a value.
-        (r"(?<!\w)\"[^\"\n]*\"(?!\w)|(?<!\w)'[^'\n]*'(?!\w)|`[^`\n]*`", 0, "<value>"),
-        (r"(?<![0-9a-z])(?:0x[0-9a-f]+|(?=[0-9a-f]*\d)[0-9a-f]{8,})(?![0-9a-z])", re.IGNORECASE, "<hex>"),
+        # ("(?<!\w\")" after the quote is "(?<!\w)" before it: the quote first lets the regex
+        # engine skip ahead to the next quote instead of trying every position.)
+        (r"\"(?<!\w\")[^\"\n]*\"(?!\w)|'(?<!\w')[^'\n]*'(?!\w)|`[^`\n]*`", 0, "<value>", "[\"'`]"),
+        # (Its cue spells out both cases: [0-9a-f] ignoring case matches exactly [0-9a-fA-F].)
+        (r"(?<![0-9a-z])(?:0x[0-9a-f]+|(?=[0-9a-f]*\d)[0-9a-f]{8,})(?![0-9a-z])", re.IGNORECASE, "<hex>", "[0-9a-fA-F]{8}|0[xX]"),
         # Ids that mix letters and digits: ord_8FQ2ZK, usr1a2b3.
-        (r"(?<![0-9a-z])(?=[a-z]*\d)(?=\d*[a-z])[0-9a-z]{6,}(?![0-9a-z])", re.IGNORECASE, "<id>"),
-        (r"\d+(?:\.\d+)?", 0, "<n>"),
+        (r"(?<![0-9a-z])(?=[a-z]*\d)(?=\d*[a-z])[0-9a-z]{6,}(?![0-9a-z])", re.IGNORECASE, "<id>", r"\d"),
+        (r"\d+(?:\.\d+)?", 0, "<n>", r"\d"),
     )
 )
 
@@ -638,8 +713,9 @@ def fingerprint_message(message: str) -> str:
     """The message with its variable parts (urls, emails, uuids, quoted values, hex and
     mixed ids, numbers) replaced by placeholders, whitespace collapsed."""
     text = message
-    for pattern, placeholder in _FINGERPRINT_PLACEHOLDERS:
-        text = pattern.sub(placeholder, text)
+    for pattern, placeholder, cue in _FINGERPRINT_PLACEHOLDERS:
+        if cue.search(text):
+            text = pattern.sub(placeholder, text)
     return " ".join(text.split())
 
 
@@ -657,6 +733,11 @@ def contract_checks(record: ToolCallRecord) -> dict[str, bool | None]:
     True passes, False fails, None does not apply. {} for a call that succeeded."""
     if record.ok:
         return {}
+    return _contract_checks(record, taxonomy.is_generic_message(record.message))
+
+
+def _contract_checks(record: ToolCallRecord, generic_message: bool) -> dict[str, bool | None]:
+    """contract_checks of a failure, told whether its message is generic (_message knows)."""
     cls = record.error_class or taxonomy.UNKNOWN
     stated_retryable = taxonomy.CLASSES.get(cls, taxonomy.CLASSES[taxonomy.UNKNOWN]).retryable
     shown = f"{record.message}\n{record.suggestion}"
@@ -666,7 +747,7 @@ def contract_checks(record: ToolCallRecord) -> dict[str, bool | None]:
         "retry_after": record.retry_after_ms is not None if cls == taxonomy.TRANSIENT else None,
         "field_named": bool(record.field) if cls == taxonomy.VALIDATION else None,
         "suggestion": bool(record.suggestion) if cls == taxonomy.VALIDATION else None,
-        "specific_message": not taxonomy.is_generic_message(record.message),
+        "specific_message": not generic_message,
         "no_internals": not taxonomy.find_internals(shown),
         "retryable_consistent": (
             None if record.retryable is None or stated_retryable is None else record.retryable == stated_retryable
@@ -685,9 +766,10 @@ def _states_class(record: ToolCallRecord) -> bool:
 
 
 def _is_class_spelling(value: Any) -> bool:
-    return isinstance(value, str) and bool(
-        taxonomy.class_for_spelling(value) or taxonomy.is_permanent_spelling(value)
-    )
+    if not isinstance(value, str):
+        return False
+    cls, permanent = taxonomy.read_spelling(value)
+    return bool(cls) or permanent
 
 
 # --- small coercions (attribute values arrive as str, bool, int, float, list or dict) -------
@@ -721,11 +803,13 @@ def _is_int(value: Any) -> bool:
 
 
 def _as_int(value: Any) -> int | None:
+    if value is None:  # the usual case: an absent attribute
+        return None
     if _is_int(value):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d{1,18}\s*", value):
+    if isinstance(value, str) and _INT_LITERAL.fullmatch(value):
         return int(value)
     return None
 

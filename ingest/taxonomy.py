@@ -203,9 +203,12 @@ SPELLING_PREFIXES: tuple[tuple[str, str], ...] = (
 _STRIPPED_SUFFIXES = ("exception", "errors", "error", "failure")
 
 
+_NOT_ALNUM = re.compile(r"[^a-z0-9]")
+
+
 def squash(spelling: str) -> str:
     """The comparable form of a spelling: lower case, letters and digits only."""
-    return re.sub(r"[^a-z0-9]", "", spelling.lower())
+    return _NOT_ALNUM.sub("", spelling.lower())
 
 
 _SPELLING_CLASS = {squash(s): cls for cls, spellings in SYNONYMS.items() for s in spellings}
@@ -215,7 +218,20 @@ _NON_DECIDING = frozenset(squash(s) for s in NON_DECIDING_SPELLINGS)
 
 def class_for_spelling(spelling: str) -> str | None:
     """The class a tool's own class or code spelling names, or None when it names none."""
+    return _class_for_squashed(squash(spelling))
+
+
+def is_permanent_spelling(spelling: str) -> bool:
+    return squash(spelling) in _PERMANENT
+
+
+def read_spelling(spelling: str) -> tuple[str | None, bool]:
+    """(class_for_spelling, is_permanent_spelling) of one spelling, squashed once."""
     key = squash(spelling)
+    return _class_for_squashed(key), key in _PERMANENT
+
+
+def _class_for_squashed(key: str) -> str | None:
     if not key or key in _PERMANENT or key in _NON_DECIDING:
         return None
     if key in _SPELLING_CLASS:
@@ -230,10 +246,6 @@ def class_for_spelling(spelling: str) -> str | None:
         if key.startswith(prefix):
             return cls
     return None
-
-
-def is_permanent_spelling(spelling: str) -> bool:
-    return squash(spelling) in _PERMANENT
 
 
 # --- 3. Status codes ------------------------------------------------------------------
@@ -366,9 +378,10 @@ def class_for_error_name(name: str) -> str | None:
     for candidate in (full, last):
         if candidate in EXCEPTION_CLASSES:
             return EXCEPTION_CLASSES[candidate]
-    if squash(last) in _NON_DECIDING:
+    key = squash(last)
+    if key in _NON_DECIDING:
         return None
-    if cls := class_for_spelling(last):
+    if cls := _class_for_squashed(key):
         return cls
     if last.upper() in _HTTP_STATUS_BY_NAME:
         return class_for_http_status(_HTTP_STATUS_BY_NAME[last.upper()])
@@ -471,44 +484,51 @@ GENERIC_MESSAGES = frozenset(
     }
 )
 # A bare HTTP status line ("503", "404 Not Found"): the upstream error passed through.
+_ERROR_PREFIX = re.compile(r"^(?:error|exception)\s*:\s*")
 _BARE_STATUS_LINE = re.compile(r"^(?:http )?[1-5]\d\d(?: [a-z' -]+)?$")
 
 
 def is_generic_message(message: str) -> bool:
     text = " ".join(message.split()).lower()
-    text = re.sub(r"^(?:error|exception)\s*:\s*", "", text)
+    text = _ERROR_PREFIX.sub("", text)
     text = text.strip(" \"'`").rstrip(".!")
     return text in GENERIC_MESSAGES or bool(_BARE_STATUS_LINE.match(text))
 
 
-# Internals that must not reach a model-visible message: (what it is, how it looks).
+# Internals that must not reach a model-visible message: (what it is, how it looks, a cue).
+# The cue is plain text that every match contains, for a quick first look (find_internals),
+# or "" when the pattern itself starts with plain text. Keep it implied by the pattern.
+_INTERNALS_ROWS = (
+    ("python traceback", r"Traceback \(most recent call last\)", ""),
+    ("python stack frame", r'^\s*File "[^"\n]+", line \d+', 'File "'),
+    ("java stack frame", r"^\s*at [\w$.<>]+\((?:[\w$]+\.(?:java|kt|scala):\d+|Native Method|Unknown Source)\)", "at "),
+    ("javascript stack frame", r"^\s*at (?:\S+ ){0,2}\(?(?:file://)?[^\s()]+\.(?:js|mjs|cjs|ts):\d+:\d+\)?\s*$", "at "),
+    ("node internals", r"\(?node:internal/", "node:internal/"),
+    ("go panic", r"goroutine \d+ \[running\]", ""),
+    ("raw exception repr", r"\b[A-Z]\w*(?:Error|Exception|Warning)\((?:'|\"|\))", r"Error\(|Exception\(|Warning\("),
+    ("raw class repr", r"<class '[\w.]+'>", ""),
+    ("raw object repr", r"<[\w.]+ object at 0x[0-9a-fA-F]+>", ""),
+    ("installed package path", r"site-packages/|node_modules/", ""),
+    ("sql", r"\bSELECT\b[\s\S]{1,300}?\bFROM\b|\bINSERT INTO\b|\bUPDATE \w+ SET\b|\bDELETE FROM\b", "SELECT|INSERT INTO|UPDATE |DELETE FROM"),
+    ("database error", r"psycopg2?\.errors|sqlalchemy\.exc|sqlite3\.|SQLSTATE|ORA-\d{5}", ""),
+    ("database error", r"violates (?:unique|foreign key|check|not-null) constraint", ""),
+    ("bearer token", r"\bBearer\s+[A-Za-z0-9._~+/-]{8,}=*", "Bearer"),
+    ("api key", r"\bsk-[A-Za-z0-9_-]{16,}", "sk-"),
+    ("aws access key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", "AKIA|ASIA"),
+    ("jwt", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+", "eyJ"),
+    ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----", ""),
+)  # fmt: skip
 INTERNALS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(pattern, re.MULTILINE))
-    for kind, pattern in (
-        ("python traceback", r"Traceback \(most recent call last\)"),
-        ("python stack frame", r'^\s*File "[^"\n]+", line \d+'),
-        ("java stack frame", r"^\s*at [\w$.<>]+\((?:[\w$]+\.(?:java|kt|scala):\d+|Native Method|Unknown Source)\)"),
-        ("javascript stack frame", r"^\s*at (?:\S+ ){0,2}\(?(?:file://)?[^\s()]+\.(?:js|mjs|cjs|ts):\d+:\d+\)?\s*$"),
-        ("node internals", r"\(?node:internal/"),
-        ("go panic", r"goroutine \d+ \[running\]"),
-        ("raw exception repr", r"\b[A-Z]\w*(?:Error|Exception|Warning)\((?:'|\"|\))"),
-        ("raw class repr", r"<class '[\w.]+'>"),
-        ("raw object repr", r"<[\w.]+ object at 0x[0-9a-fA-F]+>"),
-        ("installed package path", r"site-packages/|node_modules/"),
-        ("sql", r"\bSELECT\b[\s\S]{1,300}?\bFROM\b|\bINSERT INTO\b|\bUPDATE \w+ SET\b|\bDELETE FROM\b"),
-        ("database error", r"psycopg2?\.errors|sqlalchemy\.exc|sqlite3\.|SQLSTATE|ORA-\d{5}"),
-        ("database error", r"violates (?:unique|foreign key|check|not-null) constraint"),
-        ("bearer token", r"\bBearer\s+[A-Za-z0-9._~+/-]{8,}=*"),
-        ("api key", r"\bsk-[A-Za-z0-9_-]{16,}"),
-        ("aws access key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-        ("jwt", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+"),
-        ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-    )
+    (kind, re.compile(pattern, re.MULTILINE)) for kind, pattern, _ in _INTERNALS_ROWS
 )
+# Any cue at all, in one scan (the patterns have no groups, so "|" joins them safely).
+_INTERNALS_CUE = re.compile("|".join(cue or pattern for _, pattern, cue in _INTERNALS_ROWS), re.MULTILINE)
 
 
 def find_internals(text: str) -> str:
     """What kind of internals a message leaks ("python traceback", "sql", ...), or ""."""
+    if not _INTERNALS_CUE.search(text):
+        return ""  # fast path: a text without any cue matches no pattern
     for kind, pattern in INTERNALS:
         if pattern.search(text):
             return kind

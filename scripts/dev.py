@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -66,6 +67,7 @@ def run() -> None:
         cwd=ROOT,
     )
     print(f"serving Toolwatch on http://{host}:{port}/  (Ctrl-C stops)", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # a plain kill stops the children too
     try:
         while web.poll() is None and worker.poll() is None:
             time.sleep(0.5)
@@ -81,6 +83,10 @@ def run() -> None:
             except subprocess.TimeoutExpired:
                 process.kill()
     sys.exit(web.returncode or worker.returncode or 0)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def test(pytest_args: list[str]) -> None:
