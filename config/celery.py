@@ -42,4 +42,10 @@ app.conf.beat_schedule = {
         "schedule": crontab(minute=7),
         "options": {"expires": 3000},
     },
+    # Raw spans past each project's retention go (old partitions dropped whole); rollups stay.
+    "apply-retention": {
+        "task": "ingest.tasks.apply_retention",
+        "schedule": crontab(minute=23, hour=3),
+        "options": {"expires": 6 * 3600},
+    },
 }

@@ -22,7 +22,10 @@ from django.db import connection, transaction
 from dashboard import histograms
 from dashboard.attempts import Attempt, CallTotals, LogicalCall, link_attempts
 from dashboard.models import ERROR_CLASSES, ToolRollup
-from ingest.models import ChangedHour, ToolCall
+from django.utils import timezone
+
+from ingest.models import ChangedHour, Project, ToolCall
+from ingest.retention import retention_cutoff
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +149,14 @@ def _aware(value) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
-def rollups_refresh(*, project_id: int) -> int | None:
-    """Recompute the project's changed hours; None when another run holds the project."""
+def rollups_refresh(*, project_id: int, now: dt.datetime | None = None) -> int | None:
+    """Recompute the project's changed hours; None when another run holds the project.
+
+    Hours past the project's retention are never recomputed: their raw calls are gone
+    (or going), and the rollups are all that is left of them.
+    """
+    now = now or timezone.now()
+    oldest = floor_time(retention_cutoff(Project.objects.get(pk=project_id), now), 3600) + HOUR
     with _project_lock(project_id) as acquired:
         if not acquired:
             return None
@@ -155,7 +164,8 @@ def rollups_refresh(*, project_id: int) -> int | None:
         written = 0
         try:
             for start, end in hour_ranges(hours):
-                written += rollups_recompute(project_id=project_id, start=start, end=end)
+                if end > oldest:
+                    written += rollups_recompute(project_id=project_id, start=max(start, oldest), end=end)
         except BaseException:
             # Put the claimed hours back so the next run does them.
             ChangedHour.objects.bulk_create(

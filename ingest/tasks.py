@@ -9,3 +9,10 @@ from ingest import partitions
 @shared_task(ignore_result=True)
 def create_partitions_ahead(days: int = 7) -> None:
     partitions.create_ahead(timezone.now().date(), days_ahead=days)
+
+
+@shared_task(ignore_result=True)
+def apply_retention() -> None:
+    from ingest.retention import retention_apply
+
+    retention_apply(now=timezone.now())

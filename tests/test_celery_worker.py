@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from config.celery import app
 from dashboard.models import ToolRollup
@@ -72,7 +73,7 @@ def run(task, *args):
 
 def test_a_real_worker_refreshes_rollups_and_a_second_run_changes_nothing(worker):
     project = make_project()
-    now = dt.datetime(2026, 11, 29, 12, tzinfo=dt.UTC)
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
     spans_ingest(project=project, request=demo_request(seed=5, traces=30, hours=3, now_ns=int(now.timestamp()) * 10**9),
                  limits=settings.INGEST_LIMITS, now=now)  # fmt: skip
 
@@ -87,7 +88,7 @@ def test_a_real_worker_refreshes_rollups_and_a_second_run_changes_nothing(worker
 
 def test_the_periodic_fan_out_reaches_every_changed_project(worker):
     projects = [make_project(), make_project()]
-    now = dt.datetime(2026, 11, 29, 12, tzinfo=dt.UTC)
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
     for seed, project in enumerate(projects):
         spans_ingest(project=project, request=demo_request(seed=seed, traces=9, hours=2, now_ns=int(now.timestamp()) * 10**9),
                      limits=settings.INGEST_LIMITS, now=now)  # fmt: skip

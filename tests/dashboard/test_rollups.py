@@ -63,7 +63,7 @@ def test_refresh_rolls_up_exactly_what_linking_the_stored_calls_gives(demo):
     project = make_project()
     ingest(project, demo)
 
-    assert rollups_refresh(project_id=project.pk) > 0
+    assert rollups_refresh(project_id=project.pk, now=NOW) > 0
 
     expected = totals(link_attempts(load_attempts(project.pk, NOW - dt.timedelta(days=1), NOW + dt.timedelta(hours=1))))
     hourly = ToolRollup.objects.filter(project=project, resolution=3600)
@@ -77,7 +77,7 @@ def test_refresh_rolls_up_exactly_what_linking_the_stored_calls_gives(demo):
 def test_a_rerun_yields_identical_rows(demo):
     project = make_project()
     ingest(project, demo)
-    rollups_refresh(project_id=project.pk)
+    rollups_refresh(project_id=project.pk, now=NOW)
     first = rollup_rows(project)
 
     rollups_recompute(project_id=project.pk, start=NOW - dt.timedelta(hours=8), end=NOW + dt.timedelta(hours=1))
@@ -91,8 +91,8 @@ def test_the_numbers_do_not_depend_on_arrival_order_or_batching(demo, seed):
     ingest(whole, demo)
     for piece in split(demo, parts=7, seed=seed):
         ingest(pieces, piece)
-        rollups_refresh(project_id=pieces.pk)  # rollups run between the batches too
-    rollups_refresh(project_id=whole.pk)
+        rollups_refresh(project_id=pieces.pk, now=NOW)  # rollups run between the batches too
+    rollups_refresh(project_id=whole.pk, now=NOW)
 
     assert rollup_rows(whole) == rollup_rows(pieces)
 
@@ -100,12 +100,12 @@ def test_the_numbers_do_not_depend_on_arrival_order_or_batching(demo, seed):
 def test_a_span_arriving_two_days_late_is_reflected(demo):
     project = make_project()
     ingest(project, demo)
-    rollups_refresh(project_id=project.pk)
+    rollups_refresh(project_id=project.pk, now=NOW)
     before = ToolRollup.objects.filter(project=project).count()
     late = demo_request(seed=12, traces=3, hours=1, now_ns=int((NOW - dt.timedelta(hours=47)).timestamp()) * 10**9)
 
     ingest(project, late)
-    rollups_refresh(project_id=project.pk)
+    rollups_refresh(project_id=project.pk, now=NOW)
 
     old = ToolRollup.objects.filter(project=project, bucket_start__lt=NOW - dt.timedelta(hours=40))
     assert old.exists() and ToolRollup.objects.filter(project=project).count() > before
@@ -123,7 +123,7 @@ def test_changed_hours_merge_into_ranges_with_the_hour_before():
 def test_selectors_give_series_and_the_tools_table_from_rollups(demo, django_assert_max_num_queries):
     project = make_project()
     ingest(project, demo)
-    rollups_refresh(project_id=project.pk)
+    rollups_refresh(project_id=project.pk, now=NOW)
     start, end = NOW - dt.timedelta(hours=8), NOW + dt.timedelta(hours=1)
 
     with django_assert_max_num_queries(1):
@@ -153,7 +153,22 @@ def test_a_second_run_on_the_same_project_steps_aside():
     other = psycopg.connect(**{k: v for k, v in params.items() if k in ("host", "port", "user", "dbname", "password")})
     try:
         other.execute("SELECT pg_advisory_lock(7310020, %s)", [project.pk])
-        assert rollups_refresh(project_id=project.pk) is None
+        assert rollups_refresh(project_id=project.pk, now=NOW) is None
     finally:
         other.close()
-    assert rollups_refresh(project_id=project.pk) == 0
+    assert rollups_refresh(project_id=project.pk, now=NOW) == 0
+
+
+def test_hours_past_the_retention_keep_their_rollups(demo):
+    project = make_project(retention_days=2)
+    ingest(project, demo)
+    rollups_refresh(project_id=project.pk, now=NOW)
+    kept = rollup_rows(project)
+    later = NOW + dt.timedelta(days=2, hours=3)  # the demo's first hours are now past retention
+    from ingest.retention import retention_apply
+
+    retention_apply(now=later)
+    ChangedHour.objects.create(project=project, hour=NOW - dt.timedelta(hours=5))  # a stray queued hour
+    rollups_refresh(project_id=project.pk, now=later)
+
+    assert rollup_rows(project) == kept
