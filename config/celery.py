@@ -16,12 +16,13 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 if str(app.conf.broker_url).startswith("filesystem://"):
     # The filesystem transport needs its folders; both sides of the queue share them.
     folder = Path(__file__).resolve().parent.parent / "var" / "broker"
-    for sub in ("queue", "processed"):
+    for sub in ("queue", "processed", "control"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     app.conf.broker_transport_options = {
         "data_folder_in": str(folder / "queue"),
         "data_folder_out": str(folder / "queue"),
         "processed_folder": str(folder / "processed"),
+        "control_folder": str(folder / "control"),
         "store_processed": False,
     }
 
