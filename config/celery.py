@@ -37,6 +37,12 @@ app.conf.beat_schedule = {
         "schedule": crontab(),
         "options": {"expires": 50},
     },
+    # Alert deliveries whose task was lost, or whose retry (backoff) is due.
+    "send-due-deliveries": {
+        "task": "dashboard.tasks_alerts.send_due_deliveries",
+        "schedule": crontab(),
+        "options": {"expires": 50},
+    },
     # Day partitions exist a week before any span needs them (ingest also makes them on demand).
     "create-partitions-ahead": {
         "task": "ingest.tasks.create_partitions_ahead",

@@ -1,8 +1,11 @@
-"""Derived data: rollups of tool calls per time bucket. Recomputed, never incremented."""
+"""Derived data: rollups of tool calls per time bucket (recomputed, never incremented); alerts."""
 
 from __future__ import annotations
 
+import secrets
+
 from django.db import models
+from django.utils import timezone
 
 from ingest.models import Project
 
@@ -61,3 +64,141 @@ class ToolRollup(models.Model):
             models.Index(fields=["project", "resolution", "bucket_start"], name="toolrollup_range"),
             models.Index(fields=["project", "resolution", "tool", "bucket_start"], name="toolrollup_tool_range"),
         ]
+
+
+# ---------------------------------------------------------------------------------------
+# Alerts (SPEC 6): one open alert per (project, tool, kind), delivered to the project's
+# channels. The lifecycle lives in dashboard.alerts, sending in dashboard.delivery.
+
+
+def new_channel_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class AlertChannel(models.Model):
+    """Where a project's alerts go. `target` is a URL (webhook, slack) or comma-separated emails.
+
+    A channel whose delivery failed permanently (or ran out of retries) is marked with
+    `failing_since`; it gets no more attempts until it is re-enabled or a test succeeds.
+    """
+
+    class Kind(models.TextChoices):
+        WEBHOOK = "webhook"
+        SLACK = "slack"
+        EMAIL = "email"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="alert_channels")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    name = models.CharField(max_length=200)
+    # A Slack webhook URL is itself a credential: never log or display it in full.
+    target = models.TextField()
+    # Key of the webhook's HMAC-SHA256 signature (unused by the other kinds).
+    secret = models.CharField(max_length=128, default=new_channel_secret)
+    is_active = models.BooleanField(default=True)
+    failing_since = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+class Alert(models.Model):
+    """A drift finding that fired: open → acknowledged → resolved (by hand or automatically)."""
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        ACKNOWLEDGED = "acknowledged"
+        RESOLVED = "resolved"
+
+    OPEN_STATUSES = (Status.OPEN, Status.ACKNOWLEDGED)
+    RESOLVED_AUTOMATICALLY = "auto"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="alerts")
+    tool = models.CharField(max_length=256)
+    kind = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    opened_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.CharField(max_length=150, blank=True, default="")
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    # "auto" when the condition cleared, else the username of who resolved it.
+    resolved_by = models.CharField(max_length=150, blank=True, default="")
+    muted_until = models.DateTimeField(null=True, blank=True)
+    summary = models.TextField(blank=True, default="")
+    # The numbers, windows, test statistics and sample trace ids of the latest firing finding.
+    evidence = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            # No flood: at most one open (or acknowledged) alert per condition.
+            models.UniqueConstraint(
+                fields=["project", "tool", "kind"],
+                condition=models.Q(status__in=["open", "acknowledged"]),
+                name="alert_one_open_per_condition",
+            )
+        ]
+        indexes = [models.Index(fields=["project", "-opened_at"], name="alert_project_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on {self.tool} ({self.status})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in self.OPEN_STATUSES
+
+    def is_muted(self, now) -> bool:
+        return self.muted_until is not None and self.muted_until > now
+
+
+class Delivery(models.Model):
+    """One notification of one alert event to one channel, with its retry state."""
+
+    class Event(models.TextChoices):
+        OPENED = "opened"
+        RESOLVED = "resolved"
+        TEST = "test"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SENDING = "sending"
+        SENT = "sent"
+        FAILED = "failed"
+        SKIPPED = "skipped"
+
+    # Null for a channel test, which belongs to no alert.
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, null=True, blank=True, related_name="deliveries")
+    channel = models.ForeignKey(AlertChannel, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=16, choices=Event.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    # When pending: the earliest next try. When sending: the end of the claim's lease.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    response_code = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due")]
+
+    def __str__(self) -> str:
+        return f"{self.event} → {self.channel_id} ({self.status})"
+
+
+class DeliveryAttempt(models.Model):
+    """The log: one row per try of a delivery."""
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log")
+    at = models.DateTimeField()
+    ok = models.BooleanField()
+    error = models.TextField(blank=True, default="")
+    response_code = models.IntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["at", "id"]

@@ -16,3 +16,7 @@ def refresh_rollups() -> None:
 def refresh_project_rollups(project_id: int) -> int | None:
     """Rows written, or None when another worker is already refreshing the project."""
     return rollups.rollups_refresh(project_id=project_id)
+
+
+# Alert delivery tasks live beside their service; importing them registers them with the worker.
+from dashboard.tasks_alerts import send_delivery, send_due_deliveries  # noqa: E402, F401
