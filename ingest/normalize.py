@@ -150,6 +150,7 @@ def normalize_tool_call(
     tool = _cap(_tool_name(span), "tool")
     arguments = _arguments(attrs)
     result = _first_value(attrs, RESULT_KEYS)
+    next_action = _text(attrs.get("tool.next_action")).strip()
     record = ToolCallRecord(
         tool=tool,
         convention=convention,
@@ -160,8 +161,8 @@ def normalize_tool_call(
         arguments=arguments,
         arguments_hash=arguments_hash(arguments),
         result=result,
-        escalated=_escalated(span, tool, escalation_tools),
-        next_action=_cap(_text(attrs.get("tool.next_action")).strip(), "next_action"),
+        escalated=_escalated(span, tool, next_action, escalation_tools),
+        next_action=_cap(next_action, "next_action"),
         agent=_cap(_text(attrs.get("gen_ai.agent.name")).strip(), "agent"),
     )
     _fill_failure(record, span)
@@ -177,7 +178,7 @@ def parse_value(value: Any) -> Any:
     if not (isinstance(value, str) and value.lstrip()[:1] in ("{", "[", '"')):
         return value
     try:
-        parsed = json.loads(value)
+        parsed = _json_loads(value)
     except (ValueError, RecursionError):
         return value
     # Fast path: every level of nesting opens with its own "{" or "[", so a text with at
@@ -185,6 +186,19 @@ def parse_value(value: Any) -> Any:
     if value.count("{") + value.count("[") <= MAX_PARSED_DEPTH:
         return parsed
     return parsed if _depth_within(parsed, MAX_PARSED_DEPTH) else value
+
+
+_JSON_DECODER = json.JSONDecoder()
+
+
+def _json_loads(text: str) -> Any:
+    """json.loads(text); faster when the text is the JSON value and nothing around it, the
+    usual case, where json.loads spends more on looking for whitespace than on a small value."""
+    if text[:1] in ("{", "[", '"'):
+        value, end = _JSON_DECODER.raw_decode(text)  # what json.loads does for such a text
+        if end == len(text):
+            return value
+    return json.loads(text)  # whitespace around the value, or data after it: its own verdict
 
 
 def _depth_within(value: Any, limit: int) -> bool:
@@ -241,12 +255,11 @@ def _traceloop_arguments(value: Any) -> Any:
     return value
 
 
-def _escalated(span: SpanRecord, tool: str, escalation_tools: frozenset[str]) -> bool:
+def _escalated(span: SpanRecord, tool: str, next_action: str, escalation_tools: frozenset[str]) -> bool:
     """SPEC 4.3: flagged, an escalating next action taken, an `escalation` event, or an escalation tool."""
-    attrs = span.attributes
-    if _as_bool(attrs.get("tool.escalated")) is True:
+    if _as_bool(span.attributes.get("tool.escalated")) is True:
         return True
-    if _text(attrs.get("tool.next_action")).strip().lower() in taxonomy.ESCALATION_ACTIONS:
+    if next_action.lower() in taxonomy.ESCALATION_ACTIONS:
         return True
     if any(event.get("name") == "escalation" for event in span.events):
         return True
@@ -308,16 +321,21 @@ def _fill_stated(record: ToolCallRecord, sources: list[_Source]) -> None:
     record.retry_after_ms = _retry_after_ms(sources)
 
 
+_NO_SIGNALS = _SpanSignals()  # shared (signals are never changed once made)
+
+
 def _span_signals(span: SpanRecord) -> _SpanSignals:
     if span.status_code == STATUS_OK:
-        return _SpanSignals()
+        return _NO_SIGNALS
     attrs = span.attributes
     event = _last_exception_event(span)
     error_type = _text(attrs.get("error.type")).strip()
     # tool.error.* attributes are an error envelope on the span itself.
     stated = bool(_text(attrs.get("tool.error.class")).strip() or _text(attrs.get("tool.error.code")).strip())
+    if not (span.status_code == STATUS_ERROR or error_type or event is not None or stated):
+        return _NO_SIGNALS  # nothing failed, so every field would be empty
     return _SpanSignals(
-        failed=span.status_code == STATUS_ERROR or bool(error_type) or event is not None or stated,
+        failed=True,
         error_type=error_type,
         exception_type=_text(event.get("exception.type")).strip() if event else "",
         exception_message=_text(event.get("exception.message")) if event else "",
@@ -338,6 +356,8 @@ _RESULT_ERROR_KEYS = frozenset(
     taxonomy.ERROR_FLAG_KEYS + ("error",) + taxonomy.SUCCESS_FLAG_KEYS + taxonomy.STATED_CLASS_KEYS
     + taxonomy.MESSAGE_KEYS + taxonomy.RETRYABLE_KEYS
 )  # fmt: skip
+_MESSAGE_OR_RETRYABLE_KEYS = frozenset(taxonomy.MESSAGE_KEYS + taxonomy.RETRYABLE_KEYS)
+_AMBIGUOUS_CLASS_OR_CODE_KEYS = taxonomy.AMBIGUOUS_CLASS_KEYS + taxonomy.CODE_KEYS
 
 
 def _result_is_error(result: Any) -> bool:
@@ -358,11 +378,11 @@ def _result_is_error(result: Any) -> bool:
         return True
     if any(result.get(key) is False or result.get(key) == "false" for key in taxonomy.SUCCESS_FLAG_KEYS):
         return True
-    if any(_is_class_spelling(result.get(key)) for key in taxonomy.STATED_CLASS_KEYS):
+    if any(_is_class_spelling(result[key]) for key in taxonomy.STATED_CLASS_KEYS if key in result):
         return True
-    if not any(key in result for key in taxonomy.MESSAGE_KEYS + taxonomy.RETRYABLE_KEYS):
+    if _MESSAGE_OR_RETRYABLE_KEYS.isdisjoint(result):
         return False
-    if any(_is_class_spelling(result.get(key)) for key in taxonomy.AMBIGUOUS_CLASS_KEYS + taxonomy.CODE_KEYS):
+    if any(_is_class_spelling(result[key]) for key in _AMBIGUOUS_CLASS_OR_CODE_KEYS if key in result):
         return True
     return _is_jsonrpc_error(result)
 
@@ -700,13 +720,16 @@ _FINGERPRINT_PLACEHOLDERS = tuple(
         # ("(?<!\w\")" after the quote is "(?<!\w)" before it: the quote first lets the regex
         # engine skip ahead to the next quote instead of trying every position.)
         (r"\"(?<!\w\")[^\"\n]*\"(?!\w)|'(?<!\w')[^'\n]*'(?!\w)|`[^`\n]*`", 0, "<value>", "[\"'`]"),
-        # (Its cue spells out both cases: [0-9a-f] ignoring case matches exactly [0-9a-fA-F].)
-        (r"(?<![0-9a-z])(?:0x[0-9a-f]+|(?=[0-9a-f]*\d)[0-9a-f]{8,})(?![0-9a-z])", re.IGNORECASE, "<hex>", "[0-9a-fA-F]{8}|0[xX]"),
+        # (The cue spells out both cases: [0-9a-f] ignoring case is exactly [0-9a-fA-F].)
+        (
+            r"(?<![0-9a-z])(?:0x[0-9a-f]+|(?=[0-9a-f]*\d)[0-9a-f]{8,})(?![0-9a-z])",
+            re.IGNORECASE, "<hex>", "[0-9a-fA-F]{8}|0[xX]",
+        ),
         # Ids that mix letters and digits: ord_8FQ2ZK, usr1a2b3.
         (r"(?<![0-9a-z])(?=[a-z]*\d)(?=\d*[a-z])[0-9a-z]{6,}(?![0-9a-z])", re.IGNORECASE, "<id>", r"\d"),
         (r"\d+(?:\.\d+)?", 0, "<n>", r"\d"),
     )
-)
+)  # fmt: skip
 
 
 def fingerprint_message(message: str) -> str:
@@ -766,7 +789,7 @@ def _states_class(record: ToolCallRecord) -> bool:
 
 
 def _is_class_spelling(value: Any) -> bool:
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not value:  # "" (no error code, say) spells nothing
         return False
     cls, permanent = taxonomy.read_spelling(value)
     return bool(cls) or permanent

@@ -453,13 +453,38 @@ STATUS_CODE_IN_MESSAGE = re.compile(
 )
 
 
+# A pattern without IGNORECASE, for ASCII text lowered once: the regex engine can then skip
+# ahead to the pattern's first letters, several times faster. On ASCII text this matches
+# exactly what IGNORECASE does, for an ASCII pattern that writes every letter in lower case,
+# escapes only classes (\b \d \s \w and their negations) and punctuation, and sets no
+# inline flag such as "(?-i:"; any other pattern keeps its flag.
+_LOWER_CASE_ONLY = re.compile(r"(?:[^A-Z\\(]|\((?!\?[-aiLmsux])|\\[bBdDsSwW]|\\[^0-9A-Za-z])*")
+
+
+def _for_lowered_text(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    if pattern.pattern.isascii() and _LOWER_CASE_ONLY.fullmatch(pattern.pattern):
+        return re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
+    return pattern
+
+
+_LOWERED_MESSAGE_PATTERNS = tuple((cls, _for_lowered_text(pattern)) for cls, pattern in MESSAGE_PATTERNS)
+_LOWERED_STATUS_CODE_IN_MESSAGE = _for_lowered_text(STATUS_CODE_IN_MESSAGE)
+
+
 def class_for_message(text: str) -> tuple[str, str] | None:
     """(class, the words that decided) for a message, or None."""
-    for cls, pattern in MESSAGE_PATTERNS:
-        if match := pattern.search(text):
-            return cls, match.group(0)
-    if (match := STATUS_CODE_IN_MESSAGE.search(text)) and (cls := class_for_http_status(int(match.group(1)))):
-        return cls, match.group(0)
+    if text.isascii():  # fast path: nearly every message, lowered once for all patterns
+        patterns, status_code = _LOWERED_MESSAGE_PATTERNS, _LOWERED_STATUS_CODE_IN_MESSAGE
+        searched = text.lower()
+    else:
+        patterns, status_code = MESSAGE_PATTERNS, STATUS_CODE_IN_MESSAGE
+        searched = text
+    # The words are cut from `text` itself: lowering ASCII keeps every position.
+    for cls, pattern in patterns:
+        if match := pattern.search(searched):
+            return cls, text[match.start() : match.end()]
+    if (match := status_code.search(searched)) and (cls := class_for_http_status(int(match.group(1)))):
+        return cls, text[match.start() : match.end()]
     return None
 
 
@@ -483,8 +508,8 @@ GENERIC_MESSAGES = frozenset(
         "mcp tool call returned iserror=true", "mcp response returned iserror=true",
     }
 )
-# A bare HTTP status line ("503", "404 Not Found"): the upstream error passed through.
 _ERROR_PREFIX = re.compile(r"^(?:error|exception)\s*:\s*")
+# A bare HTTP status line ("503", "404 Not Found"): the upstream error passed through.
 _BARE_STATUS_LINE = re.compile(r"^(?:http )?[1-5]\d\d(?: [a-z' -]+)?$")
 
 
@@ -496,20 +521,33 @@ def is_generic_message(message: str) -> bool:
 
 
 # Internals that must not reach a model-visible message: (what it is, how it looks, a cue).
-# The cue is plain text that every match contains, for a quick first look (find_internals),
-# or "" when the pattern itself starts with plain text. Keep it implied by the pattern.
+# The cue is a short pattern of plain text that every match contains, for find_internals to
+# take a quick first look, or "" where the pattern itself starts with plain text. Keep each
+# cue implied by its pattern, and the patterns free of capturing groups (they are joined).
 _INTERNALS_ROWS = (
     ("python traceback", r"Traceback \(most recent call last\)", ""),
     ("python stack frame", r'^\s*File "[^"\n]+", line \d+', 'File "'),
-    ("java stack frame", r"^\s*at [\w$.<>]+\((?:[\w$]+\.(?:java|kt|scala):\d+|Native Method|Unknown Source)\)", "at "),
-    ("javascript stack frame", r"^\s*at (?:\S+ ){0,2}\(?(?:file://)?[^\s()]+\.(?:js|mjs|cjs|ts):\d+:\d+\)?\s*$", "at "),
+    (
+        "java stack frame",
+        r"^\s*at [\w$.<>]+\((?:[\w$]+\.(?:java|kt|scala):\d+|Native Method|Unknown Source)\)",
+        "at ",
+    ),
+    (
+        "javascript stack frame",
+        r"^\s*at (?:\S+ ){0,2}\(?(?:file://)?[^\s()]+\.(?:js|mjs|cjs|ts):\d+:\d+\)?\s*$",
+        "at ",
+    ),
     ("node internals", r"\(?node:internal/", "node:internal/"),
     ("go panic", r"goroutine \d+ \[running\]", ""),
     ("raw exception repr", r"\b[A-Z]\w*(?:Error|Exception|Warning)\((?:'|\"|\))", r"Error\(|Exception\(|Warning\("),
     ("raw class repr", r"<class '[\w.]+'>", ""),
     ("raw object repr", r"<[\w.]+ object at 0x[0-9a-fA-F]+>", ""),
     ("installed package path", r"site-packages/|node_modules/", ""),
-    ("sql", r"\bSELECT\b[\s\S]{1,300}?\bFROM\b|\bINSERT INTO\b|\bUPDATE \w+ SET\b|\bDELETE FROM\b", "SELECT|INSERT INTO|UPDATE |DELETE FROM"),
+    (
+        "sql",
+        r"\bSELECT\b[\s\S]{1,300}?\bFROM\b|\bINSERT INTO\b|\bUPDATE \w+ SET\b|\bDELETE FROM\b",
+        "SELECT|INSERT INTO|UPDATE |DELETE FROM",
+    ),
     ("database error", r"psycopg2?\.errors|sqlalchemy\.exc|sqlite3\.|SQLSTATE|ORA-\d{5}", ""),
     ("database error", r"violates (?:unique|foreign key|check|not-null) constraint", ""),
     ("bearer token", r"\bBearer\s+[A-Za-z0-9._~+/-]{8,}=*", "Bearer"),
@@ -521,7 +559,7 @@ _INTERNALS_ROWS = (
 INTERNALS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern, re.MULTILINE)) for kind, pattern, _ in _INTERNALS_ROWS
 )
-# Any cue at all, in one scan (the patterns have no groups, so "|" joins them safely).
+# Any cue at all, in one scan.
 _INTERNALS_CUE = re.compile("|".join(cue or pattern for _, pattern, cue in _INTERNALS_ROWS), re.MULTILINE)
 
 

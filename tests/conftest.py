@@ -34,3 +34,13 @@ def _postgres_marker(request):
             "needs PostgreSQL: start it on 127.0.0.1:5432 and run with "
             "DATABASE_URL=postgres://postgres@127.0.0.1:5432/toolwatch",
         )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _in_memory_broker():
+    # Tasks queued by code under test (after commit) go nowhere: tests that need a worker
+    # start a real one on Redis (tests/test_celery_worker.py).
+    from config.celery import app
+
+    app.conf.update(broker_url="memory://", broker_transport_options={})
+    yield

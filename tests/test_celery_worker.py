@@ -50,25 +50,29 @@ def worker(transactional_db):
         "CELERY_RESULT_BACKEND": REDIS,
         "DATABASE_CONN_MAX_AGE": "0",
     }
-    previous = dict(broker_url=app.conf.broker_url, result_backend=app.conf.result_backend, task_ignore_result=app.conf.task_ignore_result)
-    app.conf.update(broker_url=REDIS, result_backend=REDIS, task_ignore_result=False, broker_transport_options={})
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--concurrency=1", "--loglevel=WARNING",
          "--hostname", f"test-{os.getpid()}@%h"],
         cwd=Path(__file__).resolve().parents[1], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        app.control.purge()
+        with app.connection_for_write(REDIS) as broker:
+            app.control.purge(connection=broker)
         yield process
     finally:
         process.terminate()
         process.wait(timeout=20)
-        app.conf.update(**previous)
 
 
 def run(task, *args):
-    # The tasks were bound with results ignored (no backend in settings); ask for one here.
-    return task.apply_async(args, ignore_result=False).get(timeout=60)
+    # The tasks were bound with results ignored (no backend in settings), and the app may
+    # have cached its disabled backend: ask for a result and read it from Redis directly.
+    from celery.backends.redis import RedisBackend
+    from celery.result import AsyncResult
+
+    with app.connection_for_write(REDIS) as broker:  # not the app's pooled test broker
+        sent = task.apply_async(args, ignore_result=False, connection=broker)
+    return AsyncResult(sent.id, backend=RedisBackend(app=app, url=REDIS)).get(timeout=60)
 
 
 def test_a_real_worker_refreshes_rollups_and_a_second_run_changes_nothing(worker):
