@@ -37,6 +37,12 @@ app.conf.beat_schedule = {
         "schedule": crontab(),
         "options": {"expires": 50},
     },
+    # Drift detectors judge the hour that just closed, once its rollups have settled.
+    "evaluate-drift": {
+        "task": "dashboard.tasks.evaluate_drift",
+        "schedule": crontab(minute=3),
+        "options": {"expires": 3000},
+    },
     # Alert deliveries whose task was lost, or whose retry (backoff) is due.
     "send-due-deliveries": {
         "task": "dashboard.tasks_alerts.send_due_deliveries",

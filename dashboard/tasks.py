@@ -1,8 +1,13 @@
 """Thin Celery tasks: they take ids and call one service. Safe to run twice (recomputes)."""
 
 from celery import shared_task
+from django.utils import timezone
 
-from dashboard import rollups
+from dashboard import evaluation, rollups
+
+# Alert delivery tasks live beside their service; importing them registers them with the worker.
+from dashboard.tasks_alerts import send_delivery, send_due_deliveries  # noqa: F401
+from ingest.models import Project
 
 
 @shared_task(ignore_result=True)
@@ -18,5 +23,13 @@ def refresh_project_rollups(project_id: int) -> int | None:
     return rollups.rollups_refresh(project_id=project_id)
 
 
-# Alert delivery tasks live beside their service; importing them registers them with the worker.
-from dashboard.tasks_alerts import send_delivery, send_due_deliveries  # noqa: E402, F401
+@shared_task(ignore_result=True)
+def evaluate_drift() -> None:
+    """Fan out: one drift evaluation per project."""
+    for project_id in Project.objects.values_list("pk", flat=True):
+        evaluate_project_drift.delay(project_id)
+
+
+@shared_task(ignore_result=True)
+def evaluate_project_drift(project_id: int) -> None:
+    evaluation.drift_evaluate(project_id=project_id, now=timezone.now())

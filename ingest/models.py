@@ -31,6 +31,9 @@ class Project(models.Model):
     retention_days = models.PositiveIntegerField(default=default_retention_days)
     # Calls of these tools are hand-offs to a human (SPEC 4.3), e.g. ["handoff_to_human"].
     escalation_tools = models.JSONField(default=list, blank=True)
+    # Drift threshold overrides: {"*": {...} for every tool, "<tool>": {...}}; field names
+    # and defaults in dashboard.drift.Thresholds and docs/drift.md.
+    drift_thresholds = models.JSONField(default=dict, blank=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
 
     class Meta:

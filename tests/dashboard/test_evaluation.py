@@ -1,0 +1,62 @@
+"""The scheduled drift evaluation end to end: hourly rollups -> detectors -> alerts."""
+
+import datetime as dt
+
+import pytest
+
+from dashboard import drift, scenarios
+from dashboard.evaluation import drift_evaluate, thresholds_for
+from dashboard.models import Alert, ToolRollup
+from tests.factories import make_project
+
+pytestmark = pytest.mark.django_db
+
+
+def store(project, scenario) -> None:
+    ToolRollup.objects.bulk_create(
+        [
+            ToolRollup(
+                project=project, resolution=3600, bucket_start=bucket.start, tool=tool, service="svc",
+                calls=bucket.calls, attempts=bucket.calls + bucket.retries, errors=bucket.errors,
+                retries=bucket.retries, escalations=bucket.escalations, wasted_retries=bucket.wasted_retries,
+                resolved=bucket.calls - bucket.errors,
+            )  # fmt: skip
+            for tool, buckets in scenario.series.items()
+            for bucket in buckets
+        ],
+        batch_size=2000,
+    )
+
+
+def run_hourly(project, start: dt.datetime, end: dt.datetime) -> None:
+    moment = start
+    while moment <= end:
+        drift_evaluate(project_id=project.pk, now=moment)
+        moment += dt.timedelta(hours=1)
+
+
+def test_a_retry_ramp_with_flat_errors_opens_one_alert_with_its_evidence_on_that_tool_only():
+    scenario = scenarios.generate("s2_retry_ramp", 4)
+    expected = scenario.expected[0]
+    project = make_project()
+    store(project, scenario)
+
+    run_hourly(project, expected.onset, expected.deadline + dt.timedelta(hours=2))
+
+    alerts = list(Alert.objects.filter(project=project))
+    assert [(a.tool, a.kind, a.status) for a in alerts] == [(expected.tool, "retry_rise_flat_error", "open")]
+    alert = alerts[0]
+    # The job opens it exactly when the detectors' own hourly replay does.
+    replayed = drift.replay(scenario.series[expected.tool], expected.onset - dt.timedelta(hours=1), alert.opened_at)
+    assert [(e.kind, e.opened) for e in replayed.episodes] == [("retry_rise_flat_error", alert.opened_at)]
+    assert alert.opened_at <= expected.deadline + dt.timedelta(hours=2)
+    assert alert.evidence["statistics"] and alert.evidence["hourly"] and alert.summary
+    assert {"recent", "baseline", "sample_trace_ids"} <= alert.evidence.keys()
+
+
+def test_thresholds_layer_project_then_tool_overrides():
+    project = make_project(drift_thresholds={"*": {"min_rise": 2.0}, "search": {"min_recent_calls": 5}})
+
+    assert thresholds_for(project, "search").min_rise == 2.0
+    assert thresholds_for(project, "search").min_recent_calls == 5
+    assert thresholds_for(project, "other").min_recent_calls != 5
