@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Sum
 
 from dashboard import histograms
 from dashboard.models import ERROR_CLASSES, ToolRollup
@@ -20,19 +20,22 @@ def projects_for_user(user) -> list[Project]:
 
 
 def project_summaries(projects: list[Project], since: dt.datetime) -> list[dict]:
-    """Per project: tool calls (all / failed) since a time, in one query."""
+    """Per project: logical calls and failed calls since a time, from hourly rollups, in one query."""
     ids = [project.pk for project in projects]
-    calls = {
+    totals = {
         row["project"]: row
-        for row in ToolCall.objects.filter(project__in=ids, start_time__gte=since)
+        for row in ToolRollup.objects.filter(
+            project__in=ids, resolution=ToolRollup.Resolution.HOUR, bucket_start__gte=floor_time(since, 3600)
+        )
         .values("project")
-        .annotate(calls=Count("id"), failed=Count("id", filter=Q(ok=False)))
+        .annotate(calls=Sum("calls"), failed=Sum("errors"))
+        .order_by()
     }
     return [
         {
             "project": project,
-            "calls": calls.get(project.pk, {}).get("calls", 0),
-            "failed": calls.get(project.pk, {}).get("failed", 0),
+            "calls": totals.get(project.pk, {}).get("calls") or 0,
+            "failed": totals.get(project.pk, {}).get("failed") or 0,
         }
         for project in projects
     ]

@@ -65,3 +65,16 @@ def test_the_home_page_makes_a_fixed_number_of_queries(client, member, django_as
 
     with django_assert_max_num_queries(6):
         assert client.get("/").status_code == 200
+
+
+def test_project_totals_come_from_the_rollups(client, member):
+    from dashboard.rollups import rollups_refresh
+
+    user, project = member
+    send_failure(client, project, "lookup", "timed out")
+    rollups_refresh(project_id=project.pk)
+    client.force_login(user)
+
+    summary = client.get("/").context["summaries"][0]
+
+    assert (summary["calls"], summary["failed"]) == (1, 1)
