@@ -99,7 +99,7 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
     escalation_tools = frozenset(project.escalation_tools or ())
 
     # Partition DDL locks the parent table, so it runs before (outside) the write transaction.
-    partitions.ensure_partitions(_start_days(request, min_ns=oldest_ns, max_ns=now_ns + 86_400 * 10**9))
+    partitions.ensure_partitions(otlp.start_days(request, min_ns=oldest_ns, max_ns=now_ns + 86_400 * 10**9))
 
     parents: dict[linking.Key, str] = {}
     agents: dict[linking.Key, str] = {}
@@ -142,20 +142,6 @@ def _bound_statement_time() -> None:
             "SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true)",
             [f"{timeout_ms}ms", f"{timeout_ms}ms"],
         )
-
-
-def _start_days(request, *, min_ns: int, max_ns: int) -> set[dt.date]:
-    """The UTC days the request's storable spans start on (a cheap pass over the decoded message)."""
-    day_ns = 86_400 * 1_000_000_000
-    day_numbers = {
-        span.start_time_unix_nano // day_ns
-        for resource_spans in request.resource_spans
-        for scope_spans in resource_spans.scope_spans
-        for span in scope_spans.spans
-        if min_ns <= span.start_time_unix_nano <= max_ns
-    }
-    epoch = dt.date(1970, 1, 1)
-    return {epoch + dt.timedelta(days=number) for number in day_numbers}
 
 
 def _write_slice(project, spans, escalation_tools, now, parents, agents, agentless, result: IngestResult) -> None:
