@@ -1,14 +1,20 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from dashboard import views as dashboard_views
 from ingest import views as ingest_views
 
 urlpatterns = [
     path("v1/traces", ingest_views.traces, name="otlp-traces"),
-    path("", dashboard_views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("dashboard.api.urls")),
+    path("api/v1/", include("evals.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("", include("evals.urls")),
+    path("", include("dashboard.urls")),
 ]

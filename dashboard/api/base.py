@@ -1,0 +1,31 @@
+"""What every project API view shares: `/api/v1/projects/<slug>/…` scoped to the caller's projects."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+from rest_framework.exceptions import ValidationError
+
+from dashboard import scoping, timerange
+from ingest.models import Project
+
+
+class ProjectScopedMixin:
+    """`self.project`: the URL's project if the caller is a member; 404 otherwise (never 403, never data)."""
+
+    _project: Project | None = None
+
+    @property
+    def project(self) -> Project:
+        if self._project is None:
+            self._project = scoping.project_for_user(self.request.user, self.kwargs["project"])
+        return self._project
+
+    def time_range(self) -> timerange.TimeRange:
+        """?range= (1h, 24h, 7d, 30d, 90d, custom with start/end), as on the pages; a bad one is a 400 naming it."""
+        try:
+            return timerange.parse_range(self.request.query_params, timezone.now())
+        except timerange.RangeError as exc:
+            raise ValidationError({"range": [str(exc)]}) from None
+
+    def filters(self) -> timerange.Filters:
+        return timerange.parse_filters(self.request.query_params)

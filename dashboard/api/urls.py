@@ -1,0 +1,11 @@
+"""REST API routes under /api/v1/; each area keeps its routes beside its views."""
+
+from dashboard.api import alerts, projects, settings, tools, traces
+
+urlpatterns = [
+    *projects.urlpatterns,
+    *tools.urlpatterns,
+    *traces.urlpatterns,
+    *alerts.urlpatterns,
+    *settings.urlpatterns,
+]
