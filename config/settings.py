@@ -149,6 +149,9 @@ INGEST_RETRY_AFTER_SECONDS = env_int("TOOLWATCH_INGEST_RETRY_AFTER", 2, minimum=
 INGEST_STATEMENT_TIMEOUT_MS = env_int("TOOLWATCH_INGEST_STATEMENT_TIMEOUT_MS", 8000, minimum=100)
 # Days of raw spans kept for a new project (rollups, alerts and eval snapshots stay).
 DEFAULT_RETENTION_DAYS = env_int("TOOLWATCH_RETENTION_DAYS", 30, minimum=1)
+# Alert webhooks and Slack URLs may not point at loopback, private or link-local hosts (SSRF):
+# set this only where the receiver is meant to be on the internal network.
+TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS = env_bool("TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS", False)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
