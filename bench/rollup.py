@@ -32,7 +32,7 @@ A benchmark that prints figures, not a test. Phases:
 2. Full recompute: the rollups table emptied, then `dashboard.rollups.rollups_recompute`
    over the whole range in --chunk-hours chunks (a chunk loads its attempts into memory at
    once; a day of 10 M/30 is ~333k). Timed as a whole; the time inside load_attempts,
-   link_attempts, aggregate, _rows and the delete + bulk_create that remain is measured by
+   link_attempts, aggregate, _rows and _write_rows (binary COPY) that remain is measured by
    wrapping those functions (in this process only; dashboard/rollups.py is untouched).
    Peak RSS of this process: resource.getrusage(RUSAGE_SELF).ru_maxrss.
 3. Incremental: the every-minute `refresh-rollups` job at --live-spans-per-s of live
@@ -464,13 +464,13 @@ def count_rows(conn, project_id: int) -> int:
 
 
 class PhaseTimer:
-    """Seconds and calls inside load_attempts, link_attempts, aggregate, _rows and bulk_create.
+    """Seconds and calls inside load_attempts, link_attempts, aggregate, _rows and _write_rows.
 
     rollups_recompute looks these names up in dashboard.rollups at call time, so replacing
-    them there (and bulk_create on ToolRollup's manager) measures without editing the module.
+    them there measures without editing the module.
     """
 
-    NAMES = ("load_attempts", "link_attempts", "aggregate", "_rows")
+    NAMES = ("load_attempts", "link_attempts", "aggregate", "_rows", "_write_rows")
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
@@ -480,24 +480,17 @@ class PhaseTimer:
 
     def install(self) -> None:
         from dashboard import rollups
-        from dashboard.models import ToolRollup
 
         for name in self.NAMES:
             original = getattr(rollups, name)
             self._originals[name] = original
             setattr(rollups, name, self._wrap(name, original))
-        manager = ToolRollup.objects
-        original_bulk = manager.bulk_create
-        self._originals["bulk_create"] = original_bulk
-        manager.bulk_create = self._wrap("bulk_create", original_bulk)
 
     def uninstall(self) -> None:
         from dashboard import rollups
-        from dashboard.models import ToolRollup
 
         for name in self.NAMES:
             setattr(rollups, name, self._originals[name])
-        del ToolRollup.objects.bulk_create  # back to the class's method
 
     def _wrap(self, name, function):
         def timed(*args, **kwargs):
@@ -506,8 +499,8 @@ class PhaseTimer:
             self.seconds[name] += time.perf_counter() - start
             if name == "load_attempts":
                 self.attempts_loaded += len(result)
-            elif name == "bulk_create":
-                self.rows_written += len(result)
+            elif name == "_write_rows":
+                self.rows_written += len(args[0])
             return result
 
         return timed
@@ -518,7 +511,7 @@ class PhaseTimer:
         self.rows_written = 0
 
     def report(self, total: float) -> str:
-        parts = [(name, self.seconds.get(name, 0.0)) for name in (*self.NAMES, "bulk_create")]
+        parts = [(name, self.seconds.get(name, 0.0)) for name in self.NAMES]
         rest = total - sum(s for _, s in parts)
         parts.append(("rest (delete, transaction, filter)", rest))
         return "\n".join(f"    {name:<36} {s:8.1f} s  {s / total:6.1%}" for name, s in parts)

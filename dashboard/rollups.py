@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from ingest.models import ChangedHour, Project, ToolCall
 from ingest.retention import retention_cutoff
+from ingest.storage import copy_rows
 
 logger = logging.getLogger(__name__)
 
@@ -76,22 +77,38 @@ def aggregate(calls: Iterable[LogicalCall]) -> dict[tuple, _Bucket]:
     return buckets
 
 
-def _rows(project_id: int, buckets: dict[tuple, _Bucket]) -> list[ToolRollup]:
+ROLLUP_COLUMNS = (
+    "project_id", "resolution", "bucket_start", "tool", "service", "environment", "agent", "calls", "attempts",
+    "retries", "failed_retries", "wasted_retries", "blind_retries", "errors", "resolved", "escalations",
+    *(f"err_{name}" for name in ERROR_CLASSES), "latency_hist", "contract",
+)  # fmt: skip
+_ROLLUP_TYPES = (
+    "bigint", "integer", "timestamptz", "text", "text", "text", "text", *["integer"] * (9 + len(ERROR_CLASSES)),
+    "jsonb", "jsonb",
+)  # fmt: skip
+
+
+def _rows(project_id: int, buckets: dict[tuple, _Bucket]) -> list[tuple]:
+    """Rollup rows as tuples in ROLLUP_COLUMNS order."""
     rows = []
     for (resolution, start, tool, service, environment, agent), bucket in sorted(buckets.items()):
         totals = bucket.totals
-        rows.append(
-            ToolRollup(
-                project_id=project_id, resolution=resolution, bucket_start=start, tool=tool, service=service,
-                environment=environment, agent=agent, calls=totals.calls, attempts=totals.attempts,
-                retries=totals.retries, failed_retries=totals.failed_retries, wasted_retries=totals.wasted_retries,
-                blind_retries=totals.blind_retries, errors=totals.errors, resolved=totals.resolved,
-                escalations=totals.escalations, latency_hist=histograms.histogram(bucket.latencies),
-                contract=dict(sorted(bucket.contract.items())),
-                **{f"err_{name}": totals.errors_by_class.get(name, 0) for name in ERROR_CLASSES},
-            )
-        )  # fmt: skip
+        rows.append((
+            project_id, resolution, start, tool, service, environment, agent, totals.calls, totals.attempts,
+            totals.retries, totals.failed_retries, totals.wasted_retries, totals.blind_retries, totals.errors,
+            totals.resolved, totals.escalations, *(totals.errors_by_class.get(name, 0) for name in ERROR_CLASSES),
+            histograms.histogram(bucket.latencies), dict(sorted(bucket.contract.items())),
+        ))  # fmt: skip
     return rows
+
+
+def _write_rows(rows: list[tuple]) -> None:
+    """Insert rollup rows: binary COPY on PostgreSQL (bulk_create was 44 % of a full recompute)."""
+    if connection.vendor != "postgresql":
+        ToolRollup.objects.bulk_create([ToolRollup(**dict(zip(ROLLUP_COLUMNS, row))) for row in rows], batch_size=1000)
+        return
+    with connection.cursor() as cursor:
+        copy_rows(cursor, ToolRollup._meta.db_table, ROLLUP_COLUMNS, _ROLLUP_TYPES, rows)
 
 
 def load_attempts(project_id: int, start: dt.datetime, end: dt.datetime) -> list[Attempt]:
@@ -118,7 +135,7 @@ def rollups_recompute(*, project_id: int, start: dt.datetime, end: dt.datetime) 
     rows = _rows(project_id, aggregate(calls))
     with transaction.atomic():
         ToolRollup.objects.filter(project_id=project_id, bucket_start__gte=start, bucket_start__lt=end).delete()
-        ToolRollup.objects.bulk_create(rows, batch_size=1000)
+        _write_rows(rows)
     return len(rows)
 
 

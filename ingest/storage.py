@@ -121,7 +121,7 @@ def insert_toolcalls(toolcall_rows: Sequence[tuple]) -> None:
         return
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            _copy(cursor, "ingest_toolcall", TOOLCALL_COLUMNS, TOOLCALL_TYPES, toolcall_rows)
+            copy_rows(cursor, "ingest_toolcall", TOOLCALL_COLUMNS, TOOLCALL_TYPES, toolcall_rows)
         return
     ToolCall.objects.bulk_create([ToolCall(**dict(zip(TOOLCALL_COLUMNS, row))) for row in toolcall_rows], batch_size=500)
 
@@ -138,7 +138,8 @@ TOOLCALL_TYPES = (
 )  # fmt: skip
 
 
-def _copy(cursor, table: str, columns: Sequence[str], types: Sequence[str], rows: Sequence[tuple]) -> None:
+def copy_rows(cursor, table: str, columns: Sequence[str], types: Sequence[str], rows: Sequence[tuple]) -> None:
+    """Binary COPY of `rows` (tuples in `columns` order) into `table` on PostgreSQL."""
     raw = cursor.cursor  # the psycopg cursor under Django's wrapper
     set_json_dumps(dumps_json, raw)
     # Django's own exception classes, as for any query (the view answers 503 on them).
@@ -158,7 +159,7 @@ def _pg_insert_spans(span_rows: list[tuple]) -> set[Key]:
     span_rows = sorted(span_rows, key=lambda row: (row[1], row[2]))
     try:
         with transaction.atomic(), connection.cursor() as cursor:
-            _copy(cursor, "ingest_span", SPAN_COLUMNS, SPAN_TYPES, span_rows)
+            copy_rows(cursor, "ingest_span", SPAN_COLUMNS, SPAN_TYPES, span_rows)
         return keys
     except IntegrityError as exc:
         if not isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
@@ -171,7 +172,7 @@ def _pg_insert_spans(span_rows: list[tuple]) -> set[Key]:
         )
         # A connection reused after an aborted transaction may hold leftovers.
         cursor.execute("TRUNCATE tw_span_stage")
-        _copy(cursor, "tw_span_stage", SPAN_COLUMNS, SPAN_TYPES, span_rows)
+        copy_rows(cursor, "tw_span_stage", SPAN_COLUMNS, SPAN_TYPES, span_rows)
         cursor.execute(
             f"INSERT INTO ingest_span ({columns}) SELECT {columns} FROM tw_span_stage "
             "ORDER BY trace_id, span_id ON CONFLICT DO NOTHING RETURNING trace_id, span_id"
