@@ -138,6 +138,21 @@ def _implicit_retry(before: Attempt, after: Attempt) -> bool:
     return bool(after.arguments_hash) or not (before.call_id and after.call_id)
 
 
+# One call's contribution to CallTotals: (attempts, failed retries, wasted retries, blind
+# retries, error class or None when resolved, escalated). Computed once per call, so a call
+# counted in several buckets (one per resolution) is measured once.
+CallCounts = tuple[int, int, int, int, "str | None", bool]
+
+
+def call_counts(call: LogicalCall) -> CallCounts:
+    attempts = call.attempts
+    last = attempts[-1]
+    error_class = None if last.ok else (last.error_class or "unknown")
+    if len(attempts) == 1:  # most calls: no retries to inspect
+        return (1, 0, 0, 0, error_class, last.escalated)
+    return (len(attempts), call.failed_retries, call.wasted_retries, call.blind_retries, error_class, call.escalated)
+
+
 @dataclass(slots=True)
 class CallTotals:
     """SPEC 5 counts over a set of logical calls; rates are derived, never stored."""
@@ -154,18 +169,22 @@ class CallTotals:
     errors_by_class: Counter = field(default_factory=Counter)
 
     def add(self, call: LogicalCall) -> None:
+        self.add_counts(call_counts(call))
+
+    def add_counts(self, counts: CallCounts) -> None:
+        attempts, failed_retries, wasted_retries, blind_retries, error_class, escalated = counts
         self.calls += 1
-        self.attempts += len(call.attempts)
-        self.retries += call.retries
-        self.failed_retries += call.failed_retries
-        self.wasted_retries += call.wasted_retries
-        self.blind_retries += call.blind_retries
-        if call.ok:
+        self.attempts += attempts
+        self.retries += attempts - 1
+        self.failed_retries += failed_retries
+        self.wasted_retries += wasted_retries
+        self.blind_retries += blind_retries
+        if error_class is None:
             self.resolved += 1
         else:
             self.errors += 1
-            self.errors_by_class[call.last.error_class or "unknown"] += 1
-        if call.escalated:
+            self.errors_by_class[error_class] += 1
+        if escalated:
             self.escalations += 1
 
     @staticmethod
