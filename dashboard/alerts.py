@@ -21,7 +21,9 @@ Contract:
 from __future__ import annotations
 
 import json
-from datetime import datetime
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -168,3 +170,83 @@ def _queue_deliveries(alert: Alert, *, event: str, now: datetime) -> list[Delive
             transaction.on_commit(partial(send_delivery.delay, delivery.id), robust=True)
         deliveries.append(delivery)
     return deliveries
+
+
+# --- what a person does to an alert from the pages or the API ------------------------------
+# Each returns an ActionResult whose message says what happened, or why nothing did (an
+# action that does not apply, e.g. resolving a resolved alert, is a no-op, not an error).
+
+MUTE_PERIODS = {
+    "1h": timedelta(hours=1),
+    "8h": timedelta(hours=8),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+}
+MUTE_PERIOD_LABELS = {"1h": "1 hour", "8h": "8 hours", "24h": "24 hours", "7d": "7 days"}
+MAX_MUTE = timedelta(days=90)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    alert: Alert
+    changed: bool
+    message: str
+
+
+def _when(moment: datetime | None) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if moment else "an unknown time"
+
+
+def alert_user_acknowledge(*, alert: Alert, user, now: datetime) -> ActionResult:
+    """`alert_acknowledge` by a person, saying whether it applied (only an open alert can be acknowledged)."""
+    alert = alert_acknowledge(alert=alert, user=user, now=now)
+    if alert.status == Status.ACKNOWLEDGED and alert.acknowledged_at == now:
+        logger.info("alert %s acknowledged by %s", alert.pk, user.get_username())
+        return ActionResult(alert, True, f"Alert #{alert.pk} acknowledged.")
+    if alert.status == Status.ACKNOWLEDGED:
+        by = alert.acknowledged_by or "someone"
+        when = _when(alert.acknowledged_at)
+        message = f"Alert #{alert.pk} was already acknowledged by {by} at {when}; nothing changed."
+    else:
+        message = f"Alert #{alert.pk} is resolved; there is nothing to acknowledge."
+    return ActionResult(alert, False, message)
+
+
+def alert_user_resolve(*, alert: Alert, user, now: datetime) -> ActionResult:
+    """`alert_resolve` by a person, saying whether it applied (a resolved alert stays as it is)."""
+    alert = alert_resolve(alert=alert, user=user, now=now)
+    if alert.resolved_at == now and alert.resolved_by == user.get_username():
+        logger.info("alert %s resolved by %s", alert.pk, user.get_username())
+        return ActionResult(
+            alert,
+            True,
+            f"Alert #{alert.pk} resolved. If the condition still holds, the next evaluation opens a new "
+            "alert: mute it instead to silence the condition.",
+        )
+    if alert.resolved_by == Alert.RESOLVED_AUTOMATICALLY:
+        by = "automatically"
+    else:
+        by = f"by {alert.resolved_by or 'someone'}"
+    return ActionResult(
+        alert, False, f"Alert #{alert.pk} was already resolved {by} at {_when(alert.resolved_at)}; nothing changed."
+    )
+
+
+def alert_user_mute(*, alert: Alert, user, until: datetime | None, now: datetime) -> ActionResult:
+    """Mute until `until` (at most MAX_MUTE ahead), or unmute with None; raises ValueError for a time not ahead.
+
+    There is no column for who muted, so the log records it.
+    """
+    if until is not None and until <= now:
+        raise ValueError("the end of a mute must be in the future; unmute instead")
+    if until is not None and until - now > MAX_MUTE:
+        raise ValueError(f"an alert can be muted for at most {MAX_MUTE.days} days")
+    if until is None and not alert.is_muted(now):
+        return ActionResult(alert, False, f"Alert #{alert.pk} is not muted; nothing changed.")
+    alert = alert_mute(alert=alert, until=until)
+    logger.info("alert %s muted until %s by %s", alert.pk, until, user.get_username())
+    if until is None:
+        return ActionResult(alert, True, f"Alert #{alert.pk} unmuted: its messages will be sent again.")
+    return ActionResult(alert, True, f"Alert #{alert.pk} muted until {_when(until)}: its messages are skipped.")

@@ -1,0 +1,349 @@
+"""The alerts list, one alert's page, and the actions taken from it (acknowledge, resolve, mute)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+
+from dashboard.models import Alert, AlertChannel, Delivery
+from ingest.models import Membership
+from tests.factories import make_project
+
+pytestmark = pytest.mark.django_db
+HOSTILE = "<script>alert(1)</script><b>x</b>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;"
+HOUR = dt.timedelta(hours=1)
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+CHANNEL_TARGET = "https://hooks.example.com/services/T000/B000/very-secret-path"
+
+
+def make_alert(
+    project, *, tool="lookup_order", kind="retry_rise_flat_error", status="open", age_hours=1, **fields
+) -> Alert:
+    now = timezone.now()
+    opened = now - age_hours * HOUR
+    hourly = [
+        {"start": (opened - (6 - i) * HOUR).isoformat(), "calls": 100, "error_rate": 0.03,
+         "retry_rate": 0.05 * (i + 1), "escalation_rate": 0.01}  # fmt: skip
+        for i in range(8)
+    ]
+    evidence = {
+        "statistics": {
+            "recent_calls": 2480, "recent_retry_rate": 0.42, "retry_z": 9.713, "thresholds": {"z_open": 4.5},
+        },  # fmt: skip
+        "recent": [(opened - 2 * HOUR).isoformat(), opened.isoformat()],
+        "baseline": [(opened - 6 * HOUR).isoformat(), (opened - 4 * HOUR).isoformat()],
+        "hourly": hourly,
+        "sample_trace_ids": [TRACE_ID],
+    }
+    resolved = status == Alert.Status.RESOLVED
+    return Alert.objects.create(
+        project=project, tool=tool, kind=kind, status=status, opened_at=opened, last_seen_at=opened,
+        resolved_at=now if resolved else None, resolved_by="auto" if resolved else "",
+        summary=fields.pop("summary", f"retry rate 0.42 vs baseline 0.08 on {tool}"), evidence=evidence, **fields,
+    )  # fmt: skip
+
+
+def make_delivery(alert, *, name="Ops webhook", status="failed", **fields) -> Delivery:
+    channel = AlertChannel.objects.create(project=alert.project, kind="webhook", name=name, target=CHANNEL_TARGET)
+    return Delivery.objects.create(
+        alert=alert, channel=channel, event="opened", status=status, attempts=fields.pop("attempts", 6),
+        last_error=fields.pop("last_error", "HTTP 503: upstream down"), response_code=fields.pop("response_code", 503),
+        **fields,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def project(db):
+    return make_project("Support agents", slug="support")
+
+
+@pytest.fixture
+def member(project):
+    user = get_user_model().objects.create_user("alice")
+    Membership.objects.create(project=project, user=user)
+    return user
+
+
+@pytest.fixture
+def logged_in(client, member):
+    client.force_login(member)
+    return client
+
+
+def page(client, url: str) -> str:
+    response = client.get(url)
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def messages_of(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+# --- the list -----------------------------------------------------------------------------------
+
+
+def test_the_list_shows_open_and_acknowledged_alerts_before_resolved_ones_newest_first(logged_in, project):
+    old_resolved = make_alert(project, tool="a", status="resolved", age_hours=30)
+    new_resolved = make_alert(project, tool="b", status="resolved", age_hours=2)
+    old_open = make_alert(project, tool="c", age_hours=50)
+    acknowledged = make_alert(project, tool="d", status="acknowledged", age_hours=5)
+
+    response = logged_in.get("/p/support/alerts/")
+
+    shown = [a.pk for a in response.context["alerts"]]
+    assert shown == [acknowledged.pk, old_open.pk, new_resolved.pk, old_resolved.pk]
+
+
+def test_each_row_has_the_kind_label_a_link_to_the_tool_the_status_and_the_summary(logged_in, project):
+    make_alert(project, tool="lookup_order", summary="retries per call rose from 0.08 to 0.42")
+
+    html = page(logged_in, "/p/support/alerts/")
+
+    assert "Retry rate up, error rate flat" in html
+    assert 'href="/p/support/tools/lookup_order/"' in html
+    assert "retries per call rose from 0.08 to 0.42" in html
+    assert 'class="alertstatus alertstatus-open"' in html
+
+
+def test_the_list_filters_by_status_kind_and_tool(logged_in, project):
+    spike = make_alert(project, tool="search", kind="error_rate_spike")
+    make_alert(project, tool="search", kind="wasted_retries")
+    make_alert(project, tool="lookup", kind="error_rate_spike", status="resolved")
+
+    def shown(query: str) -> list[int]:
+        return [a.pk for a in logged_in.get(f"/p/support/alerts/?{query}").context["alerts"]]
+
+    assert shown("status=open&kind=error_rate_spike&tool=search") == [spike.pk]
+    assert len(shown("status=resolved")) == 1
+    assert len(shown("tool=search")) == 2
+
+
+def test_a_bad_filter_is_named_and_the_list_shows_every_alert(logged_in, project):
+    make_alert(project)
+
+    response = logged_in.get("/p/support/alerts/?status=burning")
+
+    assert "status=&#x27;burning&#x27; is not one of open, acknowledged, resolved" in response.content.decode()
+    assert len(response.context["alerts"]) == 1
+
+
+def test_the_list_is_paginated_and_its_page_links_keep_the_filters(logged_in, project):
+    for n in range(55):
+        make_alert(project, tool=f"tool{n:02}", kind="error_rate_spike", age_hours=n + 1)
+
+    first = logged_in.get("/p/support/alerts/?kind=error_rate_spike")
+    second = logged_in.get("/p/support/alerts/?kind=error_rate_spike&page=2")
+
+    assert len(first.context["alerts"]) == 50
+    assert 'href="?kind=error_rate_spike&amp;page=2"' in first.content.decode()
+    assert [a.tool for a in second.context["alerts"]] == ["tool50", "tool51", "tool52", "tool53", "tool54"]
+
+
+def test_the_list_makes_a_fixed_number_of_queries(logged_in, project, django_assert_max_num_queries):
+    for n in range(6):
+        alert = make_alert(project, tool=f"tool{n}", status="resolved" if n % 2 else "open")
+        make_delivery(alert, name=f"channel {n}")
+
+    # session, user, project, the nav's projects, the count, the page, the tool filter's choices
+    with django_assert_max_num_queries(7):
+        assert logged_in.get("/p/support/alerts/").status_code == 200
+
+
+def test_the_list_says_plainly_when_there_are_no_alerts(logged_in, project):
+    assert "No alerts yet." in page(logged_in, "/p/support/alerts/")
+
+
+# --- one alert ----------------------------------------------------------------------------------
+
+
+def test_the_alert_page_explains_the_kind_and_shows_the_evidence_chart_numbers_and_sample_traces(logged_in, project):
+    alert = make_alert(project)
+
+    response = logged_in.get(f"/p/support/alerts/{alert.pk}/")
+    html = response.content.decode()
+
+    assert "Retries per call rose significantly while the error rate stayed flat" in html
+    assert 'data-figure="alert-evidence"' in html
+    figure = response.context["figure"]
+    assert [shape["fillcolor"] for shape in figure["layout"]["shapes"]]  # baseline and recent shaded
+    assert "Recent calls" in html and "2,480" in html and "9.713" in html
+    assert "Thresholds used" in html
+    assert f'href="/p/support/traces/{TRACE_ID}/"' in html
+
+
+def test_the_alert_page_shows_the_delivery_log_but_never_the_channels_target_or_secret(logged_in, project):
+    alert = make_alert(project)
+    delivery = make_delivery(alert, last_error="HTTP 503: upstream down", response_code=503, attempts=6)
+
+    html = page(logged_in, f"/p/support/alerts/{alert.pk}/")
+
+    assert "Ops webhook" in html and "HTTP 503: upstream down" in html and ">503<" in html and ">6<" in html
+    assert "very-secret-path" not in html
+    assert delivery.channel.secret not in html
+
+
+def test_the_alert_page_shows_who_acknowledged_and_resolved(logged_in, project):
+    now = timezone.now()
+    alert = make_alert(project, status="resolved", acknowledged_at=now - HOUR, acknowledged_by="bob")
+    Alert.objects.filter(pk=alert.pk).update(resolved_by="carol")
+
+    html = page(logged_in, f"/p/support/alerts/{alert.pk}/")
+
+    assert "Opened by the drift evaluation" in html
+    assert "Acknowledged by bob" in html
+    assert "Resolved by carol" in html
+
+
+def test_the_alert_page_makes_a_fixed_number_of_queries(logged_in, project, django_assert_max_num_queries):
+    alert = make_alert(project)
+    for n in range(5):
+        make_delivery(alert, name=f"channel {n}")
+
+    # session, user, project, the nav's projects, the alert, its deliveries with their channels
+    with django_assert_max_num_queries(6):
+        assert logged_in.get(f"/p/support/alerts/{alert.pk}/").status_code == 200
+
+
+def test_hostile_tool_names_and_summaries_render_as_text_on_both_pages_and_in_the_chart(logged_in, project):
+    alert = make_alert(project, tool=HOSTILE, summary=f"it broke {HOSTILE}")
+    make_delivery(alert, name=HOSTILE, last_error=HOSTILE)
+
+    for url in ("/p/support/alerts/", f"/p/support/alerts/{alert.pk}/"):
+        html = page(logged_in, url)
+        assert HOSTILE not in html
+        assert ESCAPED in html
+    chart_json = page(logged_in, f"/p/support/alerts/{alert.pk}/").split('id="alert-evidence"')[1].split("</script>")[0]
+    figure = json.loads(chart_json.split(">", 1)[1])
+    assert "<b>" not in json.dumps(figure)
+    assert ESCAPED in json.dumps(figure)
+
+
+# --- actions ------------------------------------------------------------------------------------
+
+
+def test_acknowledging_records_who_and_says_so(logged_in, project):
+    alert = make_alert(project)
+
+    response = logged_in.post(f"/p/support/alerts/{alert.pk}/acknowledge/", follow=True)
+
+    alert.refresh_from_db()
+    assert (alert.status, alert.acknowledged_by) == ("acknowledged", "alice")
+    assert response.redirect_chain[-1][0] == f"/p/support/alerts/{alert.pk}/"
+    assert messages_of(response) == [f"Alert #{alert.pk} acknowledged."]
+
+
+def test_resolving_records_who_and_a_second_resolve_is_a_clear_no_op(logged_in, project):
+    alert = make_alert(project, status="acknowledged")
+
+    logged_in.post(f"/p/support/alerts/{alert.pk}/resolve/")
+    again = logged_in.post(f"/p/support/alerts/{alert.pk}/resolve/", follow=True)
+
+    alert.refresh_from_db()
+    assert (alert.status, alert.resolved_by) == ("resolved", "alice")
+    assert again.status_code == 200
+    first, second = messages_of(again)  # the first redirect's message was not read yet
+    assert first.startswith(f"Alert #{alert.pk} resolved.")
+    assert "was already resolved by alice" in second and second.endswith("nothing changed.")
+
+
+def test_acknowledging_a_resolved_alert_says_there_is_nothing_to_acknowledge(logged_in, project):
+    alert = make_alert(project, status="resolved")
+
+    response = logged_in.post(f"/p/support/alerts/{alert.pk}/acknowledge/", follow=True)
+
+    alert.refresh_from_db()
+    assert alert.status == "resolved" and alert.acknowledged_by == ""
+    assert messages_of(response) == [f"Alert #{alert.pk} is resolved; there is nothing to acknowledge."]
+
+
+def test_muting_for_a_period_and_unmuting(logged_in, project):
+    alert = make_alert(project)
+    before = timezone.now()
+
+    muted = logged_in.post(f"/p/support/alerts/{alert.pk}/mute/", {"period": "8h"}, follow=True)
+    alert.refresh_from_db()
+    assert before + 8 * HOUR <= alert.muted_until <= timezone.now() + 8 * HOUR
+    assert "muted until" in messages_of(muted)[0]
+    assert "Unmute" in muted.content.decode()
+
+    unmuted = logged_in.post(f"/p/support/alerts/{alert.pk}/unmute/", follow=True)
+    alert.refresh_from_db()
+    assert alert.muted_until is None
+    assert messages_of(unmuted) == [f"Alert #{alert.pk} unmuted: its messages will be sent again."]
+
+
+def test_a_mute_period_that_is_not_offered_is_named(logged_in, project):
+    alert = make_alert(project)
+
+    response = logged_in.post(f"/p/support/alerts/{alert.pk}/mute/", {"period": "forever"}, follow=True)
+
+    alert.refresh_from_db()
+    assert alert.muted_until is None
+    assert "period='forever' is not one of 1 hour, 8 hours, 24 hours, 7 days" in messages_of(response)[0]
+
+
+def test_actions_need_a_post(logged_in, project):
+    alert = make_alert(project)
+
+    assert logged_in.get(f"/p/support/alerts/{alert.pk}/resolve/").status_code == 405
+    alert.refresh_from_db()
+    assert alert.status == "open"
+
+
+def test_actions_are_refused_without_a_csrf_token(member, project):
+    alert = make_alert(project)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(member)
+
+    response = client.post(f"/p/support/alerts/{alert.pk}/resolve/")
+
+    assert response.status_code == 403
+    alert.refresh_from_db()
+    assert alert.status == "open"
+
+
+def test_the_forms_on_the_alert_page_carry_a_csrf_token(member, project):
+    alert = make_alert(project)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(member)
+
+    html = page(client, f"/p/support/alerts/{alert.pk}/")
+    token = html.split('name="csrfmiddlewaretoken" value="')[1].split('"')[0]
+    response = client.post(f"/p/support/alerts/{alert.pk}/acknowledge/", {"csrfmiddlewaretoken": token})
+
+    assert response.status_code == 302
+    alert.refresh_from_db()
+    assert alert.status == "acknowledged"
+
+
+# --- scoping ------------------------------------------------------------------------------------
+
+
+def test_outsiders_get_404_for_the_pages_and_the_actions(client, project):
+    alert = make_alert(project)
+    outsider = get_user_model().objects.create_user("mallory")
+    Membership.objects.create(project=make_project("Own", slug="own"), user=outsider)
+    client.force_login(outsider)
+
+    assert client.get("/p/support/alerts/").status_code == 404
+    assert client.get(f"/p/support/alerts/{alert.pk}/").status_code == 404
+    for action in ("acknowledge", "resolve", "mute", "unmute"):
+        assert client.post(f"/p/support/alerts/{alert.pk}/{action}/", {"period": "1h"}).status_code == 404
+    # Nor through a project of their own.
+    assert client.get(f"/p/own/alerts/{alert.pk}/").status_code == 404
+    assert client.post(f"/p/own/alerts/{alert.pk}/resolve/").status_code == 404
+    alert.refresh_from_db()
+    assert (alert.status, alert.muted_until) == ("open", None)
+
+
+def test_the_pages_need_a_login(client, project):
+    response = client.get("/p/support/alerts/")
+
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
