@@ -173,6 +173,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Alert kinds and channel kinds are both "kind": name the channel enum apart.
+    "ENUM_NAME_OVERRIDES": {"AlertChannelKindEnum": "dashboard.models.AlertChannel.Kind"},
 }
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
