@@ -198,6 +198,7 @@ def http_post(url: str, body: bytes, headers: dict[str, str]) -> int:
         raise TransportError("the target is not a valid URL", True) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise TransportError("the target is not an http(s) URL", True)
+    _refuse_private_target(url)
     timeout = HTTP_TIMEOUT_SECONDS
     try:
         with _opener.open(request, timeout=timeout) as response:
@@ -221,6 +222,20 @@ def http_post(url: str, body: bytes, headers: dict[str, str]) -> int:
         raise TransportError("the target is not a valid URL", True) from None
     except (http.client.HTTPException, OSError) as exc:  # dropped connection, garbled answer
         raise TransportError(f"connection failed: {exc.__class__.__name__}: {exc}", False) from None
+
+
+def _refuse_private_target(url: str) -> None:
+    """Check the address again at send time: a name checked when the channel was saved may
+    resolve somewhere internal by now (SSRF). Off with TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS."""
+    if getattr(settings, "TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS", False):
+        return
+    from dashboard.project_settings import clean_target_url  # it imports delivery, which imports us
+
+    try:
+        clean_target_url(url, allow_private=False)
+    except ValidationError as exc:
+        reason = " ".join(message for messages in exc.message_dict.values() for message in messages)
+        raise TransportError(f"refused: {reason}", True) from None
 
 
 # --- slack -----------------------------------------------------------------------------

@@ -38,6 +38,12 @@ from dashboard.models import Alert, AlertChannel, Delivery, DeliveryAttempt
 from dashboard.transports import TransportError, http_post, slack_escape, verify_signature
 from tests.factories import make_project
 
+
+@pytest.fixture(autouse=True)
+def _receivers_on_loopback(settings):
+    # These tests' receivers listen on 127.0.0.1, which the SSRF guard refuses by default.
+    settings.TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS = True
+
 pytestmark = pytest.mark.django_db
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 KIND = "retry_rise_flat_error"
@@ -797,3 +803,13 @@ def test_a_new_channel_gets_a_random_secret():
 
 def test_the_retry_schedule_allows_six_tries():
     assert MAX_ATTEMPTS == len(RETRY_DELAYS) + 1 == 6
+
+
+def test_with_the_ssrf_guard_on_a_send_to_a_loopback_address_is_refused_for_good(settings):
+    settings.TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS = False
+
+    with pytest.raises(TransportError) as caught:
+        http_post("http://127.0.0.1:9/hook", b"{}", {"Content-Type": "application/json"})
+
+    assert caught.value.permanent
+    assert "refused" in str(caught.value) and "127.0.0.1" in str(caught.value)
