@@ -174,7 +174,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Alert kinds and channel kinds are both "kind": name the channel enum apart.
-    "ENUM_NAME_OVERRIDES": {"AlertChannelKindEnum": "dashboard.models.AlertChannel.Kind"},
+    "ENUM_NAME_OVERRIDES": {
+        "AlertChannelKindEnum": "dashboard.models.AlertChannel.Kind",
+        "AlertStatusEnum": "dashboard.models.Alert.Status",
+        "EvalCaseStatusEnum": "evals.models.EvalCase.Status",
+        "EvalResultStatusEnum": "evals.models.EvalResult.Status",
+    },
 }
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")

@@ -1,21 +1,18 @@
-from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+"""Eval case and run pages (the API is in evals/api/urls.py)."""
+
 from django.urls import path
 
-from dashboard.views.common import page_scope
-
-
-@login_required
-def case_list(request, project):
-    return render(request, "dashboard/stub.html", page_scope(request, project).context(title="Eval cases"))
-
-
-@login_required
-def promote(request, project, trace_id, span_id):
-    return render(request, "dashboard/stub.html", page_scope(request, project).context(title="Promote"))
-
+from evals import views
 
 urlpatterns = [
-    path("p/<slug:project>/evals/promote/<str:trace_id>/<str:span_id>/", promote, name="eval-promote"),
-    path("p/<slug:project>/evals/", case_list, name="eval-cases"),
+    path("p/<slug:project>/evals/", views.case_list, name="eval-cases"),
+    path("p/<slug:project>/evals/export.jsonl", views.case_export, name="eval-export"),
+    path("p/<slug:project>/evals/promote/<str:trace_id>/<str:span_id>/", views.promote, name="eval-promote"),
+    path("p/<slug:project>/evals/cases/<int:pk>/", views.case_detail, name="eval-case"),
+    path("p/<slug:project>/evals/cases/<int:pk>/edit/", views.case_edit, name="eval-case-edit"),
+    path("p/<slug:project>/evals/cases/<int:pk>/pin/", views.case_pin, name="eval-case-pin"),
+    path("p/<slug:project>/evals/cases/<int:pk>/retire/", views.case_retire, name="eval-case-retire"),
+    path("p/<slug:project>/evals/cases/<int:pk>/tags/", views.case_tags, name="eval-case-tags"),
+    path("p/<slug:project>/evals/runs/", views.run_list, name="eval-runs"),
+    path("p/<slug:project>/evals/runs/<int:pk>/", views.run_detail, name="eval-run"),
 ]
