@@ -176,7 +176,8 @@ SPECTACULAR_SETTINGS = {
     # Alert kinds and channel kinds are both "kind": name the channel enum apart.
     "ENUM_NAME_OVERRIDES": {
         "AlertChannelKindEnum": "dashboard.models.AlertChannel.Kind",
-        "AlertStatusEnum": "dashboard.models.Alert.Status",
+        "AlertKindEnum": "dashboard.drift.KINDS",
+        "AlertStatusEnum": "dashboard.selectors_alerts.STATUSES",
         "EvalCaseStatusEnum": "evals.models.EvalCase.Status",
         "EvalResultStatusEnum": "evals.models.EvalResult.Status",
     },

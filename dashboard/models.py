@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -202,3 +203,38 @@ class DeliveryAttempt(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+
+
+# --- Personal API tokens (REST API auth) ---------------------------------------------
+# Appended here to leave the models above untouched; the import belongs at the top.
+
+API_TOKEN_PREFIX = "twu_"
+
+
+class ApiToken(models.Model):
+    """A user's personal token for the REST API (`Authorization: Bearer twu_…`).
+
+    Not the same thing as an `ingest.ApiKey` (`tw_…`), which only sends spans to one
+    project. Only a sha256 of the token is stored; the plain token is shown once.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=200)
+    prefix = models.CharField(max_length=32, help_text="The visible start of the token, to tell tokens apart.")
+    hashed_token = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    def is_expired(self, now) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+    def is_active(self, now) -> bool:
+        return self.revoked_at is None and not self.is_expired(now)

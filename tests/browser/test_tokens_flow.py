@@ -1,0 +1,47 @@
+"""(b) A personal API token: created on account/tokens/, shown once, gone on reload, revoked."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import screenshot
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_token_is_shown_once_then_revoked(logged_in_page, live_server):
+    page = logged_in_page
+    page.goto(f"{live_server.url}/account/tokens/")
+    expect(page).to_have_url(f"{live_server.url}/account/tokens/")
+    expect(page.get_by_role("heading", level=1)).to_have_text("API tokens")
+
+    page.get_by_label("Name").fill("CI eval runner")
+    page.get_by_label("Expires").select_option(label="In 90 days")
+    page.get_by_role("button", name="Create token").click()
+
+    plain = page.locator("#new-token").inner_text()
+    assert re.fullmatch(r"twu_[A-Za-z0-9_-]{43}", plain)
+    screenshot(page, "api-token-created")
+    row = page.get_by_role("row").filter(has_text="CI eval runner")
+    expect(row).to_contain_text(plain[:12] + "…")
+    expect(row).to_contain_text("Active")
+
+    page.reload()
+    expect(page.get_by_text(plain)).to_have_count(0)
+    expect(page.locator("#new-token")).to_have_count(0)
+
+    row.get_by_role("button", name="Revoke CI eval runner").click()
+    expect(page.get_by_role("status")).to_contain_text("revoked")
+    expect(row).to_contain_text("Revoked")
+    expect(row.get_by_role("button")).to_have_count(0)
+
+
+def test_a_token_without_a_name_is_refused_with_a_message(logged_in_page, live_server):
+    page = logged_in_page
+    page.goto(f"{live_server.url}/account/tokens/")
+
+    page.get_by_role("button", name="Create token").click()
+
+    expect(page.get_by_role("alert")).to_contain_text("Name the token")
+    expect(page.get_by_label("Name")).to_have_attribute("aria-invalid", "true")

@@ -1,0 +1,226 @@
+"""Personal API tokens: the services and the account/tokens/ page."""
+
+import datetime as dt
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from dashboard import tokens
+from dashboard.models import ApiToken
+from ingest.models import hash_api_key
+
+HOSTILE = "<script>alert(1)</script><b>x</b>"
+URL = "/account/tokens/"
+
+
+@pytest.fixture
+def alice(db):
+    return get_user_model().objects.create_user("alice", password="pw-alice-123")
+
+
+@pytest.fixture
+def bob(db):
+    return get_user_model().objects.create_user("bob", password="pw-bob-123")
+
+
+# --- services -------------------------------------------------------------------------
+
+
+def test_a_new_token_is_returned_once_and_only_its_hash_is_stored(alice):
+    token, plain = tokens.api_token_create(user=alice, name="ci")
+
+    assert plain.startswith("twu_") and len(plain) > 40
+    assert token.hashed_token == hash_api_key(plain)
+    assert plain not in {token.prefix, token.hashed_token}
+    assert plain.startswith(token.prefix) and len(token.prefix) == len("twu_") + 8
+
+
+def test_a_token_needs_a_name(alice):
+    with pytest.raises(ValueError, match="name the token"):
+        tokens.api_token_create(user=alice, name="   ")
+
+
+def test_a_token_cannot_expire_in_the_past(alice):
+    with pytest.raises(ValueError, match="in the past"):
+        tokens.api_token_create(user=alice, name="ci", expires_at=timezone.now() - dt.timedelta(days=1))
+
+
+def test_authenticate_finds_the_active_token_and_its_user(alice):
+    _, plain = tokens.api_token_create(user=alice, name="ci")
+
+    assert tokens.api_token_authenticate(plain).user == alice
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [("unknown", "not recognised"), ("revoked", "was revoked"), ("expired", "expired at"), ("project key", "project ingest key")],
+)
+def test_authenticate_says_why_a_token_is_refused(alice, case, message):
+    token, plain = tokens.api_token_create(user=alice, name="ci", expires_at=timezone.now() + dt.timedelta(days=1))
+    now = timezone.now()
+    if case == "unknown":
+        plain = "twu_" + "x" * 43
+    elif case == "revoked":
+        tokens.api_token_revoke(user=alice, token_id=token.pk)
+    elif case == "expired":
+        now += dt.timedelta(days=2)
+    else:
+        plain = "tw_" + "y" * 43
+
+    with pytest.raises(tokens.TokenError, match=message):
+        tokens.api_token_authenticate(plain, now=now)
+
+
+def test_a_token_of_an_inactive_user_is_refused(alice):
+    _, plain = tokens.api_token_create(user=alice, name="ci")
+    alice.is_active = False
+    alice.save()
+
+    with pytest.raises(tokens.TokenError, match="inactive"):
+        tokens.api_token_authenticate(plain)
+
+
+def test_last_used_is_written_at_most_once_a_minute(alice, django_assert_num_queries):
+    token, _ = tokens.api_token_create(user=alice, name="ci")
+    now = timezone.now()
+
+    with django_assert_num_queries(1):
+        tokens.api_token_touch(token=token, now=now)
+    with django_assert_num_queries(0):
+        tokens.api_token_touch(token=token, now=now + dt.timedelta(seconds=59))
+    with django_assert_num_queries(1):
+        tokens.api_token_touch(token=token, now=now + dt.timedelta(seconds=60))
+
+    token.refresh_from_db()
+    assert token.last_used_at == now + dt.timedelta(seconds=60)
+
+
+def test_a_user_cannot_revoke_another_users_token(alice, bob):
+    token, _ = tokens.api_token_create(user=alice, name="ci")
+
+    with pytest.raises(ApiToken.DoesNotExist):
+        tokens.api_token_revoke(user=bob, token_id=token.pk)
+    token.refresh_from_db()
+    assert token.revoked_at is None
+
+
+# --- the page -------------------------------------------------------------------------
+
+
+def test_the_tokens_page_needs_a_login(client, db):
+    response = client.get(URL)
+
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+
+
+def test_creating_a_token_shows_it_once_then_never_again(client, alice):
+    client.force_login(alice)
+
+    response = client.post(URL, {"name": "CI eval runner", "expires_in_days": "90"}, follow=True)
+
+    page = response.content.decode()
+    token = ApiToken.objects.get(user=alice)
+    plain = response.context["new_token"]["plain"]
+    assert response.redirect_chain == [(URL, 302)]
+    assert token.hashed_token == hash_api_key(plain)
+    assert plain in page
+    assert token.expires_at.date() == (timezone.now() + dt.timedelta(days=90)).date()
+    reloaded = client.get(URL).content.decode()
+    assert plain not in reloaded
+    assert f"{token.prefix}…" in reloaded
+
+
+def test_a_token_without_a_name_gets_a_clear_error(client, alice):
+    client.force_login(alice)
+
+    response = client.post(URL, {"name": "", "expires_in_days": ""})
+
+    assert response.status_code == 400
+    assert "Name the token" in response.content.decode()
+    assert not ApiToken.objects.exists()
+
+
+def test_a_bad_expiry_choice_is_named(client, alice):
+    client.force_login(alice)
+
+    response = client.post(URL, {"name": "ci", "expires_in_days": "7000"})
+
+    assert response.status_code == 400
+    assert "Select a valid choice" in response.content.decode()
+
+
+def test_token_names_are_shown_as_text(client, alice):
+    tokens.api_token_create(user=alice, name=HOSTILE)
+    client.force_login(alice)
+
+    page = client.get(URL).content.decode()
+
+    assert HOSTILE not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in page
+
+
+def test_the_page_lists_only_your_own_tokens(client, alice, bob):
+    tokens.api_token_create(user=bob, name="bobs-secret-token")
+    tokens.api_token_create(user=alice, name="alices-token")
+    client.force_login(alice)
+
+    page = client.get(URL).content.decode()
+
+    assert "alices-token" in page
+    assert "bobs-secret-token" not in page
+
+
+def test_revoking_a_token_marks_it_revoked_with_a_message(client, alice):
+    token, _ = tokens.api_token_create(user=alice, name="ci")
+    client.force_login(alice)
+
+    response = client.post(f"{URL}{token.pk}/revoke/", follow=True)
+
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    page = response.content.decode()
+    assert "revoked; requests with it now get a 401" in page
+    assert "Revoked" in page
+
+
+def test_revoking_needs_a_post(client, alice):
+    token, _ = tokens.api_token_create(user=alice, name="ci")
+    client.force_login(alice)
+
+    assert client.get(f"{URL}{token.pk}/revoke/").status_code == 405
+    token.refresh_from_db()
+    assert token.revoked_at is None
+
+
+def test_revoking_another_users_token_is_a_404(client, alice, bob):
+    token, _ = tokens.api_token_create(user=bob, name="ci")
+    client.force_login(alice)
+
+    assert client.post(f"{URL}{token.pk}/revoke/").status_code == 404
+    token.refresh_from_db()
+    assert token.revoked_at is None
+
+
+def test_the_forms_carry_csrf_protection(alice):
+    from django.test import Client
+
+    token, _ = tokens.api_token_create(user=alice, name="ci")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+
+    assert client.post(URL, {"name": "x"}).status_code == 403
+    assert client.post(f"{URL}{token.pk}/revoke/").status_code == 403
+    assert 'name="csrfmiddlewaretoken"' in client.get(URL).content.decode()
+
+
+def test_the_page_makes_a_fixed_number_of_queries(client, alice, django_assert_max_num_queries):
+    for n in range(5):
+        token, _ = tokens.api_token_create(user=alice, name=f"t{n}")
+        tokens.api_token_touch(token=token, now=timezone.now())
+    tokens.api_token_revoke(user=alice, token_id=token.pk)
+    client.force_login(alice)
+
+    with django_assert_max_num_queries(4):  # session, user, tokens (+ a session write when a token was shown)
+        assert client.get(URL).status_code == 200
