@@ -61,4 +61,10 @@ app.conf.beat_schedule = {
         "schedule": crontab(minute=23, hour=3),
         "options": {"expires": 6 * 3600},
     },
+    # 5-minute rollups serve only the last few days; older ones go (hourly and daily rows stay).
+    "prune-fine-rollups": {
+        "task": "dashboard.tasks.prune_fine_rollups",
+        "schedule": crontab(minute=41, hour=3),
+        "options": {"expires": 6 * 3600},
+    },
 }

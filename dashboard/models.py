@@ -16,13 +16,16 @@ ERROR_CLASSES = ("transient", "validation", "permission", "not_found", "business
 class ToolRollup(models.Model):
     """SPEC 5 counts of the logical calls that started in one bucket, per tool and dimension.
 
-    Two resolutions: 5-minute buckets for short ranges and hours for long ones; a day or
-    a range is the sum of its buckets. Rates are derived from these counts on read.
+    Three resolutions: 5-minute buckets for short ranges (kept for the last few days), hours,
+    and days summed from the hours; a range is the sum of the buckets that tile it. Rates
+    are derived from these counts on read.
     """
 
     class Resolution(models.IntegerChoices):
         FIVE_MINUTES = 300
         HOUR = 3600
+        # Summed from the hourly rows: 30- and 90-day views read 24 times fewer rows.
+        DAY = 86400
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
     resolution = models.IntegerField(choices=Resolution.choices)

@@ -34,7 +34,12 @@ logger = logging.getLogger(__name__)
 HOUR = dt.timedelta(hours=1)
 # Attempts this far outside a range are loaded too, so calls crossing its edges link whole.
 LINK_SLACK = HOUR
+# Computed from the calls; DAY rows are summed from the HOUR rows afterwards.
 RESOLUTIONS = (ToolRollup.Resolution.FIVE_MINUTES, ToolRollup.Resolution.HOUR)
+DAY = dt.timedelta(days=1)
+# 5-minute rows serve ranges of a few hours (and drift's newest hours); older ones are
+# pruned nightly and not recreated, since they were most of the rollup rows.
+FINE_HORIZON = dt.timedelta(days=3)
 _LOCK_NAMESPACE = 7_310_020  # pg_advisory_lock(namespace, project id): one rollup run per project
 
 _ATTEMPT_FIELDS = (
@@ -55,18 +60,21 @@ class _Bucket:
     contract: dict[str, list[int]] = field(default_factory=dict)
 
 
-def aggregate(calls: Iterable[LogicalCall]) -> dict[tuple, _Bucket]:
+def aggregate(calls: Iterable[LogicalCall], *, fine_since: dt.datetime | None = None) -> dict[tuple, _Bucket]:
     """Pure: logical calls -> {(resolution, bucket start, tool, service, environment, agent): bucket}.
 
     A call counts in the bucket where its first attempt started; the dimensions are
-    the first attempt's.
+    the first attempt's. Calls before `fine_since` get no 5-minute bucket.
     """
     buckets: dict[tuple, _Bucket] = defaultdict(_Bucket)
     moments: dict[int, dt.datetime] = {}  # bucket start (epoch s) -> datetime, shared by many calls
-    resolutions = tuple(int(resolution) for resolution in RESOLUTIONS)
+    all_resolutions = tuple(int(resolution) for resolution in RESOLUTIONS)
+    coarse_only = tuple(resolution for resolution in all_resolutions if resolution >= 3600)
+    fine_epoch = int(fine_since.timestamp()) if fine_since else None
     for call in calls:
         first = call.first
         epoch = int(first.start.timestamp())
+        resolutions = coarse_only if fine_epoch is not None and epoch < fine_epoch else all_resolutions
         counts = call_counts(call)
         latencies = [attempt.latency_ms for attempt in call.attempts]
         contract = call.last.contract if counts[4] is not None else None
@@ -162,16 +170,66 @@ def _pg_attempt_rows(project_id: int, start: dt.datetime, end: dt.datetime):
         return cursor.fetchall()
 
 
-def rollups_recompute(*, project_id: int, start: dt.datetime, end: dt.datetime) -> int:
-    """Replace the rollups of [start, end) (hour-aligned) with ones computed afresh; returns rows written."""
+def rollups_recompute(
+    *, project_id: int, start: dt.datetime, end: dt.datetime, fine_since: dt.datetime | None = None
+) -> int:
+    """Replace the rollups of [start, end) (hour-aligned) with ones computed afresh; returns rows written.
+
+    The days the range touches get their DAY rows summed again from their HOUR rows. With
+    `fine_since`, calls before it get no 5-minute rows.
+    """
     start, end = floor_time(start, 3600), floor_time(end - dt.timedelta(microseconds=1), 3600) + HOUR
     attempts = load_attempts(project_id, start - LINK_SLACK, end + LINK_SLACK)
     calls = [call for call in link_attempts(attempts) if start <= call.first.start < end]
-    rows = _rows(project_id, aggregate(calls))
+    rows = _rows(project_id, aggregate(calls, fine_since=fine_since))
     with transaction.atomic():
-        ToolRollup.objects.filter(project_id=project_id, bucket_start__gte=start, bucket_start__lt=end).delete()
+        ToolRollup.objects.filter(
+            project_id=project_id, resolution__in=RESOLUTIONS, bucket_start__gte=start, bucket_start__lt=end
+        ).delete()
         _write_rows(rows)
+        written = len(rows) + _recompute_days(project_id, floor_time(start, 86400), end)
+    return written
+
+
+def _recompute_days(project_id: int, first_day: dt.datetime, end: dt.datetime) -> int:
+    """Replace the DAY rows of the days in [first_day, end) with the sums of their HOUR rows."""
+    hours = ToolRollup.objects.filter(
+        project_id=project_id, resolution=ToolRollup.Resolution.HOUR, bucket_start__gte=first_day,
+        bucket_start__lt=floor_time(end - dt.timedelta(microseconds=1), 86400) + DAY,
+    )  # fmt: skip
+    sums: dict[tuple, list] = {}
+    counts = ROLLUP_COLUMNS[7:-2]
+    for row in hours.values_list("bucket_start", "tool", "service", "environment", "agent", *counts, "latency_hist", "contract"):
+        key = (floor_time(row[0], 86400), *row[1:5])
+        entry = sums.get(key)
+        if entry is None:
+            entry = sums[key] = [[0] * len(counts), [], {}]
+        totals = entry[0]
+        for index, value in enumerate(row[5:5 + len(counts)]):
+            totals[index] += value
+        entry[1].append(row[-2])
+        for check, (passed, applicable) in row[-1].items():
+            tally = entry[2].setdefault(check, [0, 0])
+            tally[0] += passed
+            tally[1] += applicable
+    rows = [
+        (project_id, int(ToolRollup.Resolution.DAY), day, tool, service, environment, agent, *totals,
+         histograms.merge(hists), dict(sorted(contract.items())))
+        for (day, tool, service, environment, agent), (totals, hists, contract) in sorted(sums.items())
+    ]  # fmt: skip
+    ToolRollup.objects.filter(
+        project_id=project_id, resolution=ToolRollup.Resolution.DAY, bucket_start__gte=first_day, bucket_start__lt=end
+    ).delete()
+    _write_rows(rows)
     return len(rows)
+
+
+def rollups_prune_fine(*, now: dt.datetime) -> int:
+    """Delete 5-minute rows older than FINE_HORIZON (the hourly and daily rows keep their counts)."""
+    deleted, _ = ToolRollup.objects.filter(
+        resolution=ToolRollup.Resolution.FIVE_MINUTES, bucket_start__lt=floor_time(now - FINE_HORIZON, 3600)
+    ).delete()
+    return deleted
 
 
 def hour_ranges(hours: Iterable[dt.datetime]) -> list[tuple[dt.datetime, dt.datetime]]:
@@ -217,7 +275,9 @@ def rollups_refresh(*, project_id: int, now: dt.datetime | None = None) -> int |
         try:
             for start, end in hour_ranges(hours):
                 if end > oldest:
-                    written += rollups_recompute(project_id=project_id, start=max(start, oldest), end=end)
+                    written += rollups_recompute(
+                        project_id=project_id, start=max(start, oldest), end=end, fine_since=now - FINE_HORIZON
+                    )
         except BaseException:
             # Put the claimed hours back so the next run does them.
             ChangedHour.objects.bulk_create(

@@ -24,6 +24,11 @@ def refresh_project_rollups(project_id: int) -> int | None:
 
 
 @shared_task(ignore_result=True)
+def prune_fine_rollups() -> None:
+    rollups.rollups_prune_fine(now=timezone.now())
+
+
+@shared_task(ignore_result=True)
 def evaluate_drift() -> None:
     """Fan out: one drift evaluation per project."""
     for project_id in Project.objects.values_list("pk", flat=True):

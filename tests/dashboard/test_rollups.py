@@ -10,7 +10,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from dashboard import selectors
 from dashboard.attempts import link_attempts, totals
 from dashboard.models import ToolRollup
-from dashboard.rollups import hour_ranges, load_attempts, rollups_recompute, rollups_refresh
+from dashboard.rollups import FINE_HORIZON, hour_ranges, load_attempts, rollups_prune_fine, rollups_recompute, rollups_refresh
 from ingest.demo import demo_request
 from ingest.models import ChangedHour
 from ingest.services import spans_ingest
@@ -172,3 +172,49 @@ def test_hours_past_the_retention_keep_their_rollups(demo):
     rollups_refresh(project_id=project.pk, now=later)
 
     assert rollup_rows(project) == kept
+
+
+def test_day_rows_are_the_sums_of_their_hour_rows(demo):
+    project = make_project()
+    ingest(project, demo)
+    rollups_refresh(project_id=project.pk, now=NOW)
+
+    hours = ToolRollup.objects.filter(project=project, resolution=ToolRollup.Resolution.HOUR)
+    days = ToolRollup.objects.filter(project=project, resolution=ToolRollup.Resolution.DAY)
+    assert days.exists() and all(row.bucket_start.hour == 0 for row in days)
+    for day in days:
+        same = [h for h in hours if h.bucket_start.date() == day.bucket_start.date()
+                and (h.tool, h.service, h.environment, h.agent) == (day.tool, day.service, day.environment, day.agent)]  # fmt: skip
+        for name in (*COUNTS, "err_transient", "err_unknown"):
+            assert getattr(day, name) == sum(getattr(h, name) for h in same), name
+        assert sum(day.latency_hist.values()) == sum(sum(h.latency_hist.values()) for h in same)
+
+
+def test_a_recompute_of_one_hour_keeps_its_day_row_whole(demo):
+    project = make_project()
+    ingest(project, demo)
+    rollups_refresh(project_id=project.pk, now=NOW)
+    before = rollup_rows(project)
+
+    rollups_recompute(project_id=project.pk, start=NOW - dt.timedelta(hours=2), end=NOW - dt.timedelta(hours=1))
+
+    assert rollup_rows(project) == before
+
+
+def test_five_minute_rows_stop_at_the_horizon_and_old_ones_are_pruned(demo):
+    project = make_project()
+    ingest(project, demo)
+    cutoff = NOW - dt.timedelta(hours=3)
+
+    rollups_recompute(project_id=project.pk, start=NOW - dt.timedelta(hours=8), end=NOW + dt.timedelta(hours=1), fine_since=cutoff)
+
+    five = ToolRollup.objects.filter(project=project, resolution=ToolRollup.Resolution.FIVE_MINUTES)
+    assert five.exists() and all(row.bucket_start >= cutoff for row in five)
+    hourly_calls = sum(ToolRollup.objects.filter(project=project, resolution=3600).values_list("calls", flat=True))
+    assert hourly_calls == len(link_attempts(load_attempts(project.pk, NOW - dt.timedelta(days=1), NOW + dt.timedelta(hours=1))))
+
+    deleted = rollups_prune_fine(now=NOW + FINE_HORIZON + dt.timedelta(hours=1))
+
+    assert deleted > 0
+    assert not ToolRollup.objects.filter(project=project, resolution=ToolRollup.Resolution.FIVE_MINUTES).exists()
+    assert sum(ToolRollup.objects.filter(project=project, resolution=3600).values_list("calls", flat=True)) == hourly_calls
