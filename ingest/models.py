@@ -178,6 +178,18 @@ class ToolCall(models.Model):
             # Tool calls still waiting for their agent span: looked up on most requests, so
             # the look-up must stay cheap however large (or freshly unanalysed) the day is.
             models.Index(fields=["project", "trace_id"], condition=models.Q(agent=""), name="toolcall_agentless"),
+            # The traces explorer's filters on failures (class, message text) and on the rarer flags
+            # (escalated, soft failure, marked retry): newest-first pages then read only candidate
+            # rows. Partial, so a call that matches neither costs ingest nothing here.
+            models.Index(fields=["project", "start_time"], condition=models.Q(ok=False), name="toolcall_failed_start"),
+            models.Index(
+                fields=["project", "start_time"],
+                condition=(
+                    models.Q(escalated=True) | models.Q(soft_failure=True) | models.Q(attempt__gt=1)
+                    | models.Q(resend_count__gt=0)
+                ),
+                name="toolcall_flagged_start",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -1,1 +1,195 @@
-urlpatterns: list = []
+"""Tool calls and traces: the explorer's list (keyset pages), one trace, one tool call."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from django.urls import path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dashboard import selectors_traces as selectors
+from dashboard import waterfall
+from dashboard.api.base import ProjectScopedMixin
+from dashboard.models import ERROR_CLASSES
+from ingest.models import Span, ToolCall
+
+# --- serializers ------------------------------------------------------------------------------
+
+
+class ToolCallSummarySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ToolCall
+        fields = selectors.LIST_FIELDS
+
+
+class ToolCallSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ToolCall
+        exclude = ("id", "project")
+
+
+class ToolCallPageSerializer(serializers.Serializer):
+    next = serializers.URLField(allow_null=True, help_text="The next (older) page, or null on the last page.")
+    next_cursor = serializers.CharField(allow_null=True, help_text="Pass as ?before= for the next (older) page.")
+    previous = serializers.URLField(allow_null=True, help_text="The previous (newer) page, or null on the first.")
+    previous_cursor = serializers.CharField(allow_null=True, help_text="Pass as ?after= for the previous (newer) page.")
+    results = ToolCallSummarySerializer(many=True)
+
+
+class SpanSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Span
+        exclude = ("id", "project")
+
+
+class WaterfallSpanSerializer(serializers.Serializer):
+    depth = serializers.IntegerField(help_text="0 for a root; a child is one deeper than its parent.")
+    orphan = serializers.BooleanField(help_text="Names a parent span that is not in the trace (late or dropped).")
+    offset_ms = serializers.FloatField(help_text="Start, in ms after the trace's first span started.")
+    duration_ms = serializers.FloatField()
+    span = SpanSerializer()
+
+
+class TraceSerializer(serializers.Serializer):
+    trace_id = serializers.CharField()
+    start_time = serializers.DateTimeField()
+    end_time = serializers.DateTimeField()
+    duration_ms = serializers.FloatField()
+    truncated = serializers.BooleanField(help_text=f"More than {selectors.MAX_SPANS} spans: only the first are here.")
+    spans = WaterfallSpanSerializer(many=True, help_text="In waterfall order: depth first, siblings by start time.")
+    tool_calls = ToolCallSerializer(many=True)
+
+
+# --- views ------------------------------------------------------------------------------------
+
+FILTER_PARAMETERS = [
+    OpenApiParameter("range", OpenApiTypes.STR, description="1h, 24h (default), 7d, 30d, 90d or custom (with start and end)"),
+    OpenApiParameter("start", OpenApiTypes.DATETIME, description="Start of a custom range (UTC)"),
+    OpenApiParameter("end", OpenApiTypes.DATETIME, description="End of a custom range (UTC)"),
+    OpenApiParameter("tool", OpenApiTypes.STR, description="Exact tool name"),
+    OpenApiParameter("class", OpenApiTypes.STR, enum=list(ERROR_CLASSES), description="Error class"),
+    OpenApiParameter("outcome", OpenApiTypes.STR, enum=list(selectors.OUTCOMES),
+                     description="; ".join(f"{key}: {label}" for key, label in selectors.OUTCOME_LABELS.items())),
+    OpenApiParameter("q", OpenApiTypes.STR, description="Text the message contains (case-insensitive)"),
+    OpenApiParameter("service", OpenApiTypes.STR), OpenApiParameter("environment", OpenApiTypes.STR),
+    OpenApiParameter("agent", OpenApiTypes.STR),
+    OpenApiParameter("before", OpenApiTypes.STR, description="A cursor (next_cursor): the page of older calls"),
+    OpenApiParameter("after", OpenApiTypes.STR, description="A cursor (previous_cursor): the page of newer calls"),
+    OpenApiParameter("limit", OpenApiTypes.INT, description=f"Calls a page, 1..{selectors.MAX_PAGE_SIZE} (default {selectors.PAGE_SIZE})"),
+]  # fmt: skip
+
+
+class ToolCallListView(ProjectScopedMixin, APIView):
+    @extend_schema(
+        operation_id="tool_calls_list",
+        summary="Tool calls, newest first, filtered; keyset pages",
+        parameters=FILTER_PARAMETERS,
+        responses={
+            200: ToolCallPageSerializer,
+            400: OpenApiResponse(OpenApiTypes.OBJECT, description="Bad parameters, each named: {parameter: [message]}"),
+        },
+    )
+    def get(self, request, project):
+        project = self.project  # an outsider gets 404 before any 400 says a word about parameters
+        params = request.query_params
+        filters, errors = selectors.parse_call_filters(params)
+        messages = {name: [message] for name, message in errors.items()}
+        before = after = None
+        for name in ("before", "after"):
+            if params.get(name):
+                try:
+                    cursor = selectors.Cursor.decode(params[name])
+                except selectors.CursorError as exc:
+                    messages[name] = [f"{exc}; use next_cursor or previous_cursor"]
+                    continue
+                before, after = (cursor, None) if name == "before" else (before, cursor)
+        if before is not None and after is not None:
+            messages["after"] = ["give before or after, not both"]
+        limit = self._limit(params, messages)
+        time_range = None
+        try:
+            time_range = self.time_range()
+        except ValidationError as exc:
+            messages.update(exc.detail)
+        if messages:
+            raise ValidationError(messages)
+        try:
+            page = selectors.tool_calls_page(
+                project, start=time_range.start, end=time_range.end, filters=filters, before=before, after=after, limit=limit
+            )
+        except selectors.SearchTooSlow as exc:
+            raise ValidationError({"q": [str(exc)]}) from None
+        return Response({
+            "next": self._url(request, "before", page.older),
+            "next_cursor": page.older,
+            "previous": self._url(request, "after", page.newer),
+            "previous_cursor": page.newer,
+            "results": ToolCallSummarySerializer(page.calls, many=True).data,
+        })  # fmt: skip
+
+    @staticmethod
+    def _limit(params, messages) -> int:
+        text = params.get("limit")
+        if not text:
+            return selectors.PAGE_SIZE
+        if not text.isdigit() or not 1 <= int(text) <= selectors.MAX_PAGE_SIZE:
+            messages["limit"] = [f"limit={text!r} is not a whole number from 1 to {selectors.MAX_PAGE_SIZE}"]
+            return selectors.PAGE_SIZE
+        return int(text)
+
+    @staticmethod
+    def _url(request, name: str, cursor: str | None) -> str | None:
+        if cursor is None:
+            return None
+        params = request.query_params.copy()
+        params.pop("before", None)
+        params.pop("after", None)
+        params[name] = cursor
+        return request.build_absolute_uri(request.path) + "?" + params.urlencode()
+
+
+class TraceView(ProjectScopedMixin, APIView):
+    @extend_schema(
+        operation_id="trace_retrieve",
+        summary="One trace: its spans (with attributes and events) in waterfall order, and its tool calls",
+        responses={200: TraceSerializer},
+    )
+    def get(self, request, project, trace_id):
+        trace = selectors.trace_get(self.project, trace_id)
+        if trace is None:
+            raise Http404("no such trace in this project")
+        layout = waterfall.build(trace.spans)
+        calls = sorted(trace.calls.values(), key=lambda call: (call.start_time, call.span_id))
+        data = {
+            "trace_id": trace.trace_id,
+            "start_time": layout.start,
+            "end_time": layout.end,
+            "duration_ms": layout.duration_ms,
+            "truncated": trace.truncated,
+            "spans": [
+                {"depth": row.depth, "orphan": row.orphan, "offset_ms": row.offset_ms, "duration_ms": row.duration_ms, "span": row.span}
+                for row in layout.rows
+            ],
+            "tool_calls": calls,
+        }
+        return Response(TraceSerializer(data).data)
+
+
+class ToolCallView(ProjectScopedMixin, APIView):
+    @extend_schema(operation_id="tool_call_retrieve", summary="One tool call, every field", responses={200: ToolCallSerializer})
+    def get(self, request, project, trace_id, span_id):
+        call = selectors.tool_call_get(self.project, trace_id, span_id)
+        if call is None:
+            raise Http404("no such tool call in this project")
+        return Response(ToolCallSerializer(call).data)
+
+
+urlpatterns = [
+    path("projects/<slug:project>/tool-calls/", ToolCallListView.as_view(), name="api-tool-calls"),
+    path("projects/<slug:project>/tool-calls/<str:trace_id>/<str:span_id>/", ToolCallView.as_view(), name="api-tool-call"),
+    path("projects/<slug:project>/traces/<str:trace_id>/", TraceView.as_view(), name="api-trace"),
+]

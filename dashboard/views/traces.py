@@ -1,18 +1,181 @@
-from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
-from django.urls import path
+"""The traces explorer (tool calls, filtered, newest first, keyset pages) and one trace's detail."""
 
-from dashboard.views.common import page_scope
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import path, reverse
+
+from dashboard import selectors_traces as selectors
+from dashboard import timerange, waterfall
+from dashboard.models import ERROR_CLASSES
+from dashboard.views.common import PageScope, page_scope
+from ingest.taxonomy import CONTRACT_CHECKS
+
+# A value longer than this (or with a line break) is shown as a wrapped block, not inline.
+LONG_VALUE_CHARS = 120
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @login_required
 def traces_list(request, project):
-    return render(request, "dashboard/stub.html", page_scope(request, project).context(title="traces"))
+    scope = page_scope(request, project)
+    jump_text = (request.GET.get("trace") or "").strip()
+    jump_error = ""
+    if jump_text:
+        trace_id = selectors.normalize_id(jump_text)
+        if not selectors.is_trace_id(trace_id):
+            jump_error = f"{jump_text[:80]!r} is not a trace id: a trace id is 32 hexadecimal characters (0-9, a-f)."
+        elif not selectors.trace_exists(scope.project, trace_id):
+            jump_error = f"There is no trace {trace_id} in {scope.project.name} (it may be older than the retention)."
+        else:
+            return redirect(reverse("trace", args=[scope.project.slug, trace_id]) + scope.querystring())
+
+    filters, errors = selectors.parse_call_filters(request.GET)
+    before = after = None
+    try:
+        if request.GET.get("before"):
+            before = selectors.Cursor.decode(request.GET["before"])
+        elif request.GET.get("after"):
+            after = selectors.Cursor.decode(request.GET["after"])
+    except selectors.CursorError as exc:
+        errors["page"] = f"{exc}; showing the newest page"
+
+    time_range = scope.time_range
+    try:
+        page = selectors.tool_calls_page(
+            scope.project, start=time_range.start, end=time_range.end, filters=filters, before=before, after=after,
+            limit=selectors.PAGE_SIZE,
+        )
+    except selectors.SearchTooSlow as exc:
+        errors["q"] = f"The {exc}."
+        page = selectors.CallsPage([], older=None, newer=None)
+    choices = selectors.filter_choices(scope.project, start=time_range.start, end=time_range.end)
+    return render(
+        request,
+        "dashboard/traces.html",
+        scope.context(
+            calls=page.calls,
+            call_filters=filters,
+            filter_errors=list(errors.values()),
+            dimensions={name: _with_selected(choices[name], getattr(filters, name)) for name in timerange.FILTER_NAMES},
+            tools=_with_selected(choices["tool"], filters.tool),
+            error_classes=ERROR_CLASSES,
+            outcomes=selectors.OUTCOME_LABELS,
+            # The range bar's form keeps the explorer's own filters, and this form keeps the range bar's.
+            extra_params={key: value for key, value in filters.params().items() if key not in timerange.FILTER_NAMES},
+            range_params={**time_range.params(), **scope.filters.params()},
+            older_url=_page_url(scope, filters, before=page.older) if page.older else "",
+            newer_url=_page_url(scope, filters, after=page.newer) if page.newer else "",
+            jump_text=jump_text,
+            jump_error=jump_error,
+            paged=before is not None or after is not None,
+        ),
+    )
+
+
+def _with_selected(values: list[str], selected: str) -> list[str]:
+    """The choices, plus a selected value the rollups have not seen yet (so it survives a reload).
+
+    An empty value (no agent, say) cannot be filtered on: it would read as "all".
+    """
+    values = [value for value in values if value]
+    return values if not selected or selected in values else sorted([*values, selected])
+
+
+def _page_url(scope: PageScope, filters: selectors.CallFilters, **cursor) -> str:
+    return timerange.querystring(scope.time_range, None, **filters.params(), **cursor)
+
+
+# --- one trace ------------------------------------------------------------------------------
+
+
+@dataclass
+class SpanView:
+    row: waterfall.Row
+    call: Any  # its ToolCall, for a tool span
+    attributes: list[tuple[str, str, bool]]  # (key, value as text, long)
+    resource: list[tuple[str, str, bool]]
+    events: list[dict] = field(default_factory=list)
+
+    @property
+    def span(self):
+        return self.row.span
+
+
+def _value_text(value) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _pairs(mapping) -> list[tuple[str, str, bool]]:
+    if not isinstance(mapping, dict):
+        return []
+    pairs = []
+    for key in sorted(mapping, key=str):
+        text = _value_text(mapping[key])
+        pairs.append((str(key), text, len(text) > LONG_VALUE_CHARS or "\n" in text))
+    return pairs
+
+
+def _events(span, trace_start_ns: int) -> list[dict]:
+    events = []
+    for event in span.events if isinstance(span.events, list) else []:
+        if not isinstance(event, dict):
+            continue
+        time_ns = event.get("time_ns")
+        offset_ms = (time_ns - trace_start_ns) / 1e6 if isinstance(time_ns, int) and time_ns else None
+        events.append({"name": str(event.get("name", "")), "offset_ms": offset_ms, "attributes": _pairs(event.get("attributes"))})
+    return events
+
+
+def _contract_rows(call) -> list[dict]:
+    checks = call.contract if isinstance(call.contract, dict) else {}
+    return [
+        {"name": name, "description": description, "passed": checks[name]}
+        for name, description in CONTRACT_CHECKS
+        if name in checks
+    ]
 
 
 @login_required
 def trace_detail(request, project, trace_id):
-    return render(request, "dashboard/stub.html", page_scope(request, project).context(title="trace"))
+    scope = page_scope(request, project)
+    trace = selectors.trace_get(scope.project, trace_id)
+    if trace is None:
+        raise Http404("no such trace in this project")
+    layout = waterfall.build(trace.spans)
+    start_ns = (layout.start - EPOCH) // dt.timedelta(microseconds=1) * 1000
+    views = []
+    for row in layout.rows:
+        call = trace.calls.get(row.span.span_id)
+        if call is not None:
+            call.contract_rows = _contract_rows(call)
+            call.arguments_text = None if call.arguments is None else _value_text(call.arguments)
+            call.result_text = None if call.result is None else _value_text(call.result)
+        views.append(
+            SpanView(row, call, _pairs(row.span.attributes), _pairs(row.span.resource_attributes), _events(row.span, start_ns))
+        )
+    calls = [view.call for view in views if view.call is not None]
+    return render(
+        request,
+        "dashboard/trace.html",
+        scope.context(
+            trace=trace,
+            waterfall=layout,
+            spans=views,
+            calls=calls,
+            failed_calls=sum(not call.ok for call in calls),
+            services=sorted({span.service for span in trace.spans}),
+        ),
+    )
 
 
 urlpatterns = [
