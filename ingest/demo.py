@@ -1,126 +1,111 @@
-"""A small, deterministic demo history for the Quickstart: realistic agent traces of the last day.
+"""The Quickstart's demo data: a month of agent traffic with a drift, ready to browse.
 
-Built with the official OpenTelemetry SDK and encoded by the official OTLP encoder,
-then stored through the same `spans_ingest` service the /v1/traces endpoint uses.
-Each demo tool fails in its own way, so every kind of evidence shows up.
+`demo_history_load` sends the simulated fleet's history (ingest.simulate) through the
+official encoder into the demo project, in process, recomputes the rollups and runs the
+drift evaluation once, so the first page already has trends, an open
+`retry_rise_flat_error` alert and failed traces to promote. The history is seeded per
+hour: loading the same hours again stores nothing twice, and a later load only tops up
+the hours since the newest stored call.
 """
 
 from __future__ import annotations
 
-import json
+import datetime as dt
+from dataclasses import dataclass
+
+import dataclasses
 import random
 import time
 
+from django.db.models import Max
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
-SERVICES = [("checkout-agent", "prod", "checkout"), ("support-agent", "prod", "support"), ("support-agent", "staging", "support")]
-SECOND = 1_000_000_000
+from dashboard.evaluation import drift_evaluate
+from dashboard.models import Alert
+from dashboard.rollups import rollups_refresh
+from ingest.models import Project, ToolCall
+from ingest.simulate import DriftSpec, IngestExporter, SendStats, Simulator, backfill
+from ingest.simulate import profiles as pf
+from ingest.simulate.generator import RETRY_RISE_FLAT_ERROR
 
-
-def _ok(span, rng):
-    span.set_attribute("gen_ai.tool.call.result", json.dumps({"ok": True, "items": rng.randint(0, 5)}))
-
-
-def _http(status: int, message: str):
-    def fail(span, rng):
-        span.set_attribute("http.response.status_code", status)
-        span.set_attribute("error.type", str(status))
-        span.set_status(Status(StatusCode.ERROR, message))
-
-    return fail
-
-
-def _exception(exc: Exception):
-    def fail(span, rng):
-        span.record_exception(exc)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-
-    return fail
+DEMO_SLUG = "demo-agents"
+DEMO_NAME = "Demo agents"
+DEMO_SEED = 7
+DEMO_DAYS = 30
+# Tool calls per hour in all at full volume (the last DENSE_DAYS; older days at SPARSE_FACTOR).
+# search_kb, the drifting tool, gets about 28 of them: enough for the detector's minimum
+# of 100 calls in its 6-hour window even at the quiet hours of the daily cycle.
+DEMO_RATE = 120.0
+DENSE_DAYS = 7
+SPARSE_FACTOR = 0.15
+# The drift the demo shows: search_kb's retries climb while its error rate stays flat.
+# It starts a few hours back (from the hour, so a reload within the hour is identical),
+# inside the detector's recent windows and after its baseline, which ends 6 h back.
+DRIFT_TOOL = "search_kb"
+DRIFT_KIND = RETRY_RISE_FLAT_ERROR
+DRIFT_HOURS_AGO = 9
+ESCALATION_TOOLS = ["handoff_to_human"]
 
 
-def _envelope(body: dict):
-    def fail(span, rng):  # a soft failure: the tool returned an error envelope, status stays unset
-        span.set_attribute("gen_ai.tool.call.result", json.dumps(body))
-
-    return fail
-
-
-def _attributes(**attributes):
-    def fail(span, rng):
-        for key, value in attributes.items():
-            span.set_attribute(key, value)
-        span.set_status(Status(StatusCode.ERROR, attributes.get("tool.error.message", "")))
-
-    return fail
+@dataclass
+class DemoLoad:
+    stats: SendStats
+    start: dt.datetime
+    end: dt.datetime
+    open_alerts: list[Alert]
 
 
-# tool -> (failure probability, how it fails, whether the controller retries it)
-TOOLS = {
-    "search_kb": (0.04, _http(503, "upstream unavailable"), True),
-    "lookup_order": (0.15, _envelope({"error": {"code": "NOT_FOUND", "message": "Order ord_4411 does not exist", "retryable": False}}), False),
-    "charge_card": (0.12, _exception(TimeoutError("payment gateway did not answer within 30s")), True),
-    "create_ticket": (0.08, _http(403, "token lacks scope tickets:write"), False),
-    "update_address": (
-        0.18,
-        _attributes(**{
-            "tool.error.class": "validation", "tool.error.retryable": False, "tool.error.field": "postal_code",
-            "tool.error.suggestion": "Use a 5-digit US ZIP code, e.g. 94107", "tool.error.message": "postal_code 'SW1A' is not a US ZIP code",
-        }),
-        True,
-    ),
-    "refund_order": (0.10, _envelope({"isError": True, "errorCategory": "business", "isRetryable": False, "description": "Refund of 750 exceeds the automatic limit of 500"}), False),
-    "legacy_export": (0.20, _exception(RuntimeError("Something went wrong")), True),
-}  # fmt: skip
+def demo_simulator(*, now: dt.datetime, rate: float = DEMO_RATE, seed: int = DEMO_SEED) -> Simulator:
+    """The demo fleet, with the demo drift in force from DRIFT_HOURS_AGO hours before `now`'s hour."""
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    drift = DriftSpec(DRIFT_TOOL, DRIFT_KIND, hour - dt.timedelta(hours=DRIFT_HOURS_AGO))
+    return Simulator(
+        seed=seed, rate=rate, drifts=(drift,), dense_since=hour - dt.timedelta(days=DENSE_DAYS), sparse_factor=SPARSE_FACTOR,
+        escalation_tools=frozenset(ESCALATION_TOOLS),
+    )  # fmt: skip
+
+
+def demo_history_load(
+    *, project: Project, now: dt.datetime, days: float = DEMO_DAYS, rate: float = DEMO_RATE, seed: int = DEMO_SEED
+) -> DemoLoad:
+    """Load (or top up) `days` of demo history ending `now` into `project`, then run the
+    rollups and the drift evaluation once. Never stores a span twice."""
+    oldest = now - dt.timedelta(days=min(days, project.retention_days)) + dt.timedelta(hours=1)
+    newest = ToolCall.objects.filter(project=project).aggregate(newest=Max("start_time"))["newest"]
+    # Top up from the hour after the newest stored call: that hour may hold live traffic.
+    start = max(oldest, newest.replace(minute=0, second=0, microsecond=0) + dt.timedelta(hours=1)) if newest else oldest
+    sim = demo_simulator(now=now, rate=rate, seed=seed)
+    try:
+        stats = backfill(sim, IngestExporter(project, now=now), start=start, end=now) if start < now else SendStats()
+    finally:
+        sim.shutdown()
+    if stats.spans:  # nothing new: the worker's schedule keeps rollups and alerts current
+        rollups_refresh(project_id=project.pk, now=now)
+        drift_evaluate(project_id=project.pk, now=now)
+    alerts = list(Alert.objects.filter(project=project, status__in=Alert.OPEN_STATUSES).order_by("tool", "kind"))
+    return DemoLoad(stats=stats, start=start, end=now, open_alerts=alerts)
+
+
+def _failure_heavy(profile: pf.Profile) -> pf.Profile:
+    """The fleet with every tool failing three times as often and repairs half the time,
+    so that a sample of a few dozen traces shows every kind of failure."""
+    tools = {
+        name: dataclasses.replace(tool, error_rate=min(0.6, tool.error_rate * 3), repair_success=0.5)
+        for name, tool in profile.tools.items()
+    }
+    return dataclasses.replace(profile, tools=tools)
 
 
 def demo_request(*, seed: int = 7, traces: int = 240, hours: int = 24, now_ns: int | None = None):
-    """An ExportTraceServiceRequest of `traces` agent traces spread over the last `hours`."""
+    """An ExportTraceServiceRequest of exactly `traces` traces of a failure-heavy demo fleet,
+    starting within the `hours` before `now_ns`, deployments taken in turn. Deterministic for
+    a seed and `now_ns`. For tests that need a small, varied sample."""
     rng = random.Random(seed)
     now_ns = now_ns or time.time_ns()
+    sim = Simulator(seed=seed, profile=_failure_heavy(pf.DEFAULT_PROFILE), escalation_tools=frozenset(ESCALATION_TOOLS))
     spans = []
-    for service, environment, agent in SERVICES:
-        memory = InMemorySpanExporter()
-        provider = TracerProvider(resource=Resource.create({"service.name": service, "deployment.environment.name": environment}))
-        provider.add_span_processor(SimpleSpanProcessor(memory))
-        tracer = provider.get_tracer("toolwatch.demo", "1.0")
-        for _ in range(traces // len(SERVICES)):
-            _trace(tracer, rng, agent, now_ns - rng.randint(60, hours * 3600) * SECOND)
-        provider.shutdown()
-        spans.extend(memory.get_finished_spans())
+    for number in range(traces):
+        start_ns = now_ns - rng.randint(60, hours * 3600) * 10**9
+        spans += sim.session_at(number % len(sim.deployments), start_ns, random.Random(f"{seed}:{number}")).spans
+    sim.shutdown()
     return encode_spans(spans)
-
-
-def _trace(tracer, rng, agent: str, start: int) -> None:
-    clock = start
-    root = tracer.start_span(
-        f"invoke_agent {agent}", start_time=clock, attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}
-    )
-    context = set_span_in_context(root)
-    for tool in rng.sample(sorted(TOOLS), k=rng.randint(1, 3)):
-        probability, fail, retried = TOOLS[tool]
-        chat = tracer.start_span("chat gpt-4o", context=context, start_time=clock, attributes={"gen_ai.operation.name": "chat"})
-        clock += rng.randint(300, 1500) * 1_000_000
-        chat.end(end_time=clock)
-        call_id = f"call_{rng.getrandbits(48):012x}"
-        for attempt in (1, 2):
-            span = tracer.start_span(
-                f"execute_tool {tool}",
-                context=context,
-                start_time=clock,
-                attributes={
-                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id,
-                    "gen_ai.tool.call.arguments": json.dumps({"id": rng.randint(1000, 9999)}), "tool.call.attempt": attempt,
-                },
-            )  # fmt: skip
-            failed = rng.random() < probability
-            (fail if failed else _ok)(span, rng)
-            clock += rng.randint(20, 900) * 1_000_000
-            span.end(end_time=clock)
-            if not (failed and retried):
-                break
-    root.end(end_time=clock + 5_000_000)

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """The two Quickstart commands, needing nothing but Python 3.11.
 
-    python3 scripts/dev.py run     set up, migrate, create the demo project, serve on 127.0.0.1:8000
+    python3 scripts/dev.py run     set up, migrate, load the demo project, serve on 127.0.0.1:8000
     python3 scripts/dev.py test    set up and run the whole test suite (extra args go to pytest)
 
 Both create ./.venv on first use and reinstall only when pyproject.toml changes.
 The database is DATABASE_URL, or a SQLite file under ./var by default.
+
+`run` starts three processes: the web server (waitress), the Celery worker with its beat,
+and a live demo sender (`manage.py simulate --live`) that posts the demo fleet's traffic
+to the web server over OTLP/HTTP every few seconds, with a key the quickstart keeps in
+var/demo-live.key. DEMO_TRAFFIC=0 leaves the sender out.
 """
 
 from __future__ import annotations
@@ -54,7 +59,8 @@ def run() -> None:
     os.environ.setdefault("DEBUG", "1")
     manage("migrate", "--no-input", "-v", "0")
     manage("collectstatic", "--no-input", "-v", "0")
-    manage("quickstart")
+    live_key = ROOT / "var" / "demo-live.key"
+    manage("quickstart", "--live-key-file", str(live_key))
     host, port = os.environ.get("HOST", "127.0.0.1"), os.environ.get("PORT", "8000")
     # The worker and its beat run beside the web server on the filesystem broker: no server to install.
     worker = subprocess.Popen(
@@ -66,23 +72,41 @@ def run() -> None:
         [str(PYTHON), "-m", "waitress", f"--listen={host}:{port}", "--threads=8", "config.wsgi:application"],
         cwd=ROOT,
     )
+    processes = [web, worker]
+    if os.environ.get("DEMO_TRAFFIC", "1") != "0":
+        # The demo keeps living: the same fleet, its search_kb drift still in force, sent as a real
+        # OTLP sender would (the first send waits for the server; a failed one is retried).
+        processes.append(
+            subprocess.Popen(
+                [
+                    str(PYTHON), "manage.py", "simulate", "--live", "--url", f"http://{_client_host(host)}:{port}",
+                    "--key-file", str(live_key), "--rate", "120", "--drift", "search_kb:retry_rise_flat_error:0",
+                ],
+                cwd=ROOT,
+            )
+        )  # fmt: skip
     print(f"serving Toolwatch on http://{host}:{port}/  (Ctrl-C stops)", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)  # a plain kill stops the children too
     try:
-        while web.poll() is None and worker.poll() is None:
+        while all(process.poll() is None for process in processes):
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     finally:
-        for process in (web, worker):
+        for process in processes:
             if process.poll() is None:
                 process.terminate()
-        for process in (web, worker):
+        for process in processes:
             try:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
     sys.exit(web.returncode or worker.returncode or 0)
+
+
+def _client_host(host: str) -> str:
+    """Where a local client reaches a server listening on `host` (0.0.0.0 is no destination)."""
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
 
 
 def _interrupt(signum, frame) -> None:
