@@ -20,6 +20,9 @@ from ingest.models import Project
 
 # One sentence per kind: what the detector saw, and what it usually means (docs/drift.md).
 KIND_EXPLANATIONS = {
+    "eval_regression": (
+        "An eval case that passed in its previous run failed in the latest run: the bug it pins is back."
+    ),
     "retry_rise_flat_error": (
         "Retries per call rose significantly while the error rate stayed flat: a dependency is "
         "degrading and the agent's retries are hiding it."
@@ -35,6 +38,9 @@ KIND_EXPLANATIONS = {
     ),
 }
 STATUSES = tuple(Alert.Status.values)
+# Drift kinds, plus the alert an eval run raises when a case that passed fails (evals.services).
+EVAL_REGRESSION = "eval_regression"
+ALERT_KINDS = (*KINDS, EVAL_REGRESSION)
 
 
 def kind_label(kind: str) -> str:
@@ -77,8 +83,8 @@ def parse_alert_filters(params) -> AlertFilters:
     tool = (params.get("tool") or "").strip()[:256]
     if status and status not in STATUSES:
         raise AlertFilterError("status", f"status={status!r} is not one of {', '.join(STATUSES)}")
-    if kind and kind not in KINDS:
-        raise AlertFilterError("kind", f"kind={kind!r} is not one of {', '.join(KINDS)}")
+    if kind and kind not in ALERT_KINDS:
+        raise AlertFilterError("kind", f"kind={kind!r} is not one of {', '.join(ALERT_KINDS)}")
     return AlertFilters(status=status, kind=kind, tool=tool)
 
 
@@ -152,6 +158,8 @@ class Evidence:
     thresholds: list[EvidenceRow]
     sample_trace_ids: list[str]
     points: list[dict]  # hourly {"start": datetime, "calls", "error_rate", "retry_rate", "escalation_rate"}
+    # An eval regression's run and cases: {"run_id", "run_label", "git_sha", "cases": [{case_id, version, title, status, reasons}]}
+    eval_run: dict | None = None
 
 
 def _moment(value) -> dt.datetime | None:
@@ -260,4 +268,20 @@ def evidence_of(alert: Alert) -> Evidence:
         thresholds=_rows(thresholds),
         sample_trace_ids=[str(trace_id) for trace_id in samples if trace_id] if isinstance(samples, list) else [],
         points=_points(evidence.get("hourly", evidence.get("chart"))),
+        eval_run=_eval_run(evidence),
     )
+
+
+def _eval_run(evidence: dict) -> dict | None:
+    run_id = evidence.get("run_id")
+    if not isinstance(run_id, int):
+        return None
+    cases = []
+    for case in evidence.get("cases") or []:
+        if isinstance(case, dict) and isinstance(case.get("case_id"), int):
+            reasons = case.get("reasons") if isinstance(case.get("reasons"), list) else []
+            cases.append({
+                "case_id": case["case_id"], "version": case.get("version"), "title": str(case.get("title") or ""),
+                "status": str(case.get("status") or ""), "reasons": [str(reason) for reason in reasons],
+            })  # fmt: skip
+    return {"run_id": run_id, "run_label": str(evidence.get("run_label") or ""), "git_sha": str(evidence.get("git_sha") or ""), "cases": cases}

@@ -54,6 +54,7 @@ KIND_LABELS = {
     "error_rate_spike": "Error rate spike",
     "wasted_retries": "Wasted retries",
     "escalation_silence": "Escalation silence",
+    "eval_regression": "Eval regression",
 }
 
 

@@ -174,6 +174,10 @@ class EvalRun(models.Model):
         return f"run {self.pk} {self.label}"
 
     @property
+    def duration_s(self) -> float:
+        return max((self.finished_at - self.started_at).total_seconds(), 0.0)
+
+    @property
     def total(self) -> int:
         return self.passed + self.failed + self.errors
 

@@ -20,9 +20,9 @@ from rest_framework.views import APIView
 
 from dashboard.alerts import MAX_MUTE, alert_user_acknowledge, alert_user_mute, alert_user_resolve
 from dashboard.api.base import ProjectScopedMixin
-from dashboard.drift import KINDS
 from dashboard.models import Alert
 from dashboard.selectors_alerts import (
+    ALERT_KINDS,
     STATUSES,
     AlertFilterError,
     alert_deliveries,
@@ -41,7 +41,7 @@ from dashboard.timerange import PRESETS
 class AlertSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     tool = serializers.CharField()
-    kind = serializers.ChoiceField(choices=KINDS)
+    kind = serializers.ChoiceField(choices=ALERT_KINDS)
     kind_label = serializers.CharField()
     status = serializers.ChoiceField(choices=STATUSES)
     summary = serializers.CharField()
@@ -162,7 +162,7 @@ class AlertListApi(ProjectScopedMixin, APIView):
         parameters=[
             PROJECT,
             OpenApiParameter("status", OpenApiTypes.STR, enum=list(STATUSES), description="Only alerts in this state."),
-            OpenApiParameter("kind", OpenApiTypes.STR, enum=list(KINDS), description="Only alerts of this kind."),
+            OpenApiParameter("kind", OpenApiTypes.STR, enum=list(ALERT_KINDS), description="Only alerts of this kind."),
             OpenApiParameter("tool", OpenApiTypes.STR, description="Only alerts of this tool (exact name)."),
             OpenApiParameter("page", OpenApiTypes.INT, description="Page number (50 alerts a page)."),
         ],

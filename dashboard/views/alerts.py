@@ -19,9 +19,10 @@ from dashboard.alerts import (
     alert_user_mute,
     alert_user_resolve,
 )
-from dashboard.drift import KINDS
 from dashboard.models import Alert
 from dashboard.selectors_alerts import (
+    ALERT_KINDS,
+    EVAL_REGRESSION,
     STATUSES,
     AlertFilterError,
     AlertFilters,
@@ -70,7 +71,7 @@ def alerts_list(request, project):
         alert_filters=filters,
         filter_error=filter_error,
         statuses=STATUSES,
-        kinds=[(kind, kind_label(kind)) for kind in KINDS],
+        kinds=[(kind, kind_label(kind)) for kind in ALERT_KINDS],
         tools=alert_tools(scope.project),
         # Pagination links keep the filters.
         filter_query=querystring(**filters.params()),
@@ -80,7 +81,9 @@ def alerts_list(request, project):
 
 
 def _history(alert: Alert) -> list[tuple]:
-    events = [(alert.opened_at, "Opened by the drift evaluation")]
+    label = (alert.evidence or {}).get("run_label") if isinstance(alert.evidence, dict) else None
+    opener = f"Opened by eval run {label}" if alert.kind == EVAL_REGRESSION else "Opened by the drift evaluation"
+    events = [(alert.opened_at, opener)]
     if alert.acknowledged_at:
         events.append((alert.acknowledged_at, f"Acknowledged by {alert.acknowledged_by or 'someone'}"))
     if alert.resolved_at:

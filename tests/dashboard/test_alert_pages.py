@@ -347,3 +347,25 @@ def test_the_pages_need_a_login(client, project):
     response = client.get("/p/support/alerts/")
 
     assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_an_eval_regression_alert_is_labelled_and_links_its_run_and_cases(client, db):
+    user = get_user_model().objects.create_user("erin", password="pw-erin-123")
+    project = make_project("Evals")
+    Membership.objects.create(project=project, user=user)
+    now = timezone.now()
+    alert = Alert.objects.create(
+        project=project, tool="search_flights", kind="eval_regression", opened_at=now, last_seen_at=now,
+        summary="1 eval case of search_flights regressed in run git:abc",
+        evidence={"run_id": 7, "run_label": "git:abc", "git_sha": "abc", "cases": [
+            {"case_id": 3, "version": 2, "title": "<b>bad date</b>", "status": "failed", "reasons": ["expected success"]}]},
+    )  # fmt: skip
+    client.force_login(user)
+
+    page = client.get(f"/p/{project.slug}/alerts/{alert.pk}/").content.decode()
+    listing = client.get(f"/p/{project.slug}/alerts/?kind=eval_regression").content.decode()
+
+    assert "Eval regression" in page and "the bug it pins is back" in page
+    assert f"/p/{project.slug}/evals/runs/7/" in page and f"/p/{project.slug}/evals/cases/3/" in page
+    assert "&lt;b&gt;bad date&lt;/b&gt;" in page and "Opened by eval run git:abc" in page
+    assert "search_flights" in listing and "is not one of" not in listing
