@@ -176,7 +176,7 @@ SPECTACULAR_SETTINGS = {
     # Alert kinds and channel kinds are both "kind": name the channel enum apart.
     "ENUM_NAME_OVERRIDES": {
         "AlertChannelKindEnum": "dashboard.models.AlertChannel.Kind",
-        "AlertKindEnum": "dashboard.drift.KINDS",
+        "AlertKindEnum": "dashboard.selectors_alerts.ALERT_KINDS",
         "AlertStatusEnum": "dashboard.selectors_alerts.STATUSES",
         "EvalCaseStatusEnum": "evals.models.EvalCase.Status",
         "EvalResultStatusEnum": "evals.models.EvalResult.Status",
