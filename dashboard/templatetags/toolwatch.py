@@ -33,3 +33,12 @@ def ms(value) -> str:
 @register.filter
 def get_item(mapping, key):
     return mapping.get(key) if mapping else None
+
+
+@register.filter
+def as_query(params) -> str:
+    """`time_range.params|as_query`: a dict as `?a=1&b=2` for a link (empty values dropped)."""
+    from urllib.parse import urlencode
+
+    params = {name: value for name, value in (params or {}).items() if value not in (None, "")}
+    return "?" + urlencode(params) if params else ""

@@ -1,23 +1,147 @@
-from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
-from django.urls import path
+"""Home, the project overview and the tool page: parse the URL, call the selectors, render."""
 
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.urls import path
+from django.utils import timezone
+
+from dashboard import charts, scoping, selectors
 from dashboard.views.common import page_scope
 
 
 @login_required
 def home(request):
-    return render(request, "dashboard/stub.html", {"title": "Projects"})
+    projects = scoping.projects_for_user(request.user)
+    if len(projects) == 1:
+        return redirect("overview", projects[0].slug)
+    now = timezone.now()
+    summaries = selectors.project_summaries(projects, now - dt.timedelta(hours=24))
+    for row in summaries:
+        row["error_rate"] = row["failed"] / row["calls"] if row["calls"] else None
+    return render(
+        request, "dashboard/home.html", {"summaries": summaries, "any_calls": any(row["calls"] for row in summaries)}
+    )
+
+
+def _sort_headers(sort: str, scope) -> list[dict]:
+    """Each column's header: its next ?sort= link (keeping range and filters) and its aria-sort."""
+    current, descending = sort.lstrip("-"), sort.startswith("-")
+    headers = []
+    for column, label in OVERVIEW_COLUMNS:
+        active = column == current
+        # Names sort A→Z first; numbers sort largest first, which is what one looks for.
+        flip = ("" if descending else "-") if active else ("" if column == "tool" else "-")
+        headers.append({
+            "column": column, "label": label, "numeric": column != "tool",
+            "href": scope.querystring(sort=f"{flip}{column}"),
+            "aria_sort": ("descending" if descending else "ascending") if active else "none",
+        })  # fmt: skip
+    return headers
+
+
+OVERVIEW_COLUMNS = (
+    ("tool", "Tool"), ("calls", "Calls"), ("error_rate", "Error rate"), ("retry_rate", "Retry rate"),
+    ("escalation_rate", "Escalation rate"), ("wasted_retries", "Wasted retries"),
+    ("contract_score", "Contract score"), ("p95_ms", "p95 latency"),
+)  # fmt: skip
 
 
 @login_required
 def overview(request, project):
-    return render(request, "dashboard/stub.html", page_scope(request, project).context(title="Overview"))
+    scope = page_scope(request, project)
+    time_range, filters = scope.time_range, scope.filters
+    sort_error = ""
+    try:
+        sort = selectors.parse_sort(request.GET.get("sort"))
+    except selectors.SortError as exc:
+        sort_error, sort = str(exc), selectors.DEFAULT_SORT
+    table = selectors.tools_overview(scope.project, start=time_range.start, end=time_range.end, **filters.as_kwargs())
+    rows = selectors.sort_rows(table["rows"], sort)
+    alerts = selectors.open_alerts(scope.project)
+    kinds_by_tool: dict[str, list[str]] = {}
+    for alert in alerts:
+        kinds_by_tool.setdefault(alert.tool, []).append(alert.kind)
+    for row in rows:
+        row["spark_path"] = charts.sparkline_path(row["sparkline"])
+        row["drift"] = sorted(set(kinds_by_tool.get(row["tool"], ())))
+        rates = [value for value in row["sparkline"] if value is not None]
+        row["spark_label"] = (
+            f"error rate per {_step_label(table['spark_step'])}: from {rates[0]:.1%} to {rates[-1]:.1%}, peak {max(rates):.1%}"
+            if rates else "no calls"
+        )  # fmt: skip
+    return render(
+        request,
+        "dashboard/overview.html",
+        scope.context(
+            title="Overview",
+            totals=selectors.totals_of(rows),
+            rows=rows,
+            alerts=alerts,
+            sort=sort,
+            sort_error=sort_error,
+            headers=_sort_headers(sort, scope),
+            dimensions=selectors.dimension_choices(
+                scope.project, start=time_range.start, end=time_range.end, selected=filters
+            ),
+            extra_params={"sort": sort} if sort != selectors.DEFAULT_SORT else {},
+        ),
+    )
+
+
+def _step_label(seconds: int) -> str:
+    if seconds % 86400 == 0:
+        days = seconds // 86400
+        return "day" if days == 1 else ("week" if days == 7 else f"{days} days")
+    if seconds % 3600 == 0:
+        return "hour" if seconds == 3600 else f"{seconds // 3600} hours"
+    return f"{seconds // 60} minutes"
 
 
 @login_required
 def tool(request, project, tool):
-    return render(request, "dashboard/stub.html", page_scope(request, project).context(title=tool))
+    scope = page_scope(request, project)
+    time_range, filters = scope.time_range, scope.filters
+    window = {"start": time_range.start, "end": time_range.end, **filters.as_kwargs()}
+    detail = selectors.tool_detail(scope.project, tool, **window)
+    points = detail["points"]
+    figures = {}
+    if detail["has_calls"]:
+        hourly = selectors.tool_baseline_hours(scope.project, tool, **window)
+        bands = selectors.baseline_bands(hourly, points)
+        figures = {
+            **{
+                f"fig-{metric.replace('_', '-')}": charts.rate_figure(points, bands[metric], metric=metric, tool=tool)
+                for metric in charts.RATE_LABELS
+            },
+            "fig-volume": charts.volume_figure(points, tool=tool),
+            "fig-classes": charts.classes_figure(points),
+            "fig-latency": charts.latency_figure(points),
+        }
+    return render(
+        request,
+        "dashboard/tool.html",
+        scope.context(
+            title=tool,
+            tool=tool,
+            detail=detail,
+            totals=detail["totals"],
+            step_label=_step_label(detail["step"]),
+            figures=figures,
+            rate_charts=[(f"fig-{metric.replace('_', '-')}", label) for metric, label in charts.RATE_LABELS.items()],
+            fingerprints=selectors.top_fingerprints(scope.project, tool, **window) if figures else [],
+            failed_calls=selectors.tool_failed_calls(scope.project, tool, **window) if figures else [],
+            alerts=selectors.tool_alerts(scope.project, tool),
+            # The eval feature fills this: pinned cases whose failure fingerprint recurs in live traffic.
+            recurring_cases=[],
+            dimensions=selectors.dimension_choices(
+                scope.project, start=time_range.start, end=time_range.end, selected=filters
+            ),
+        ),
+    )
 
 
 urlpatterns = [
