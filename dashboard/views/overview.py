@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from dashboard import charts, scoping, selectors
 from dashboard.views.common import page_scope
+from evals.selectors import recurring_cases
 
 
 @login_required
@@ -135,8 +136,8 @@ def tool(request, project, tool):
             fingerprints=selectors.top_fingerprints(scope.project, tool, **window) if figures else [],
             failed_calls=selectors.tool_failed_calls(scope.project, tool, **window) if figures else [],
             alerts=selectors.tool_alerts(scope.project, tool),
-            # The eval feature fills this: pinned cases whose failure fingerprint recurs in live traffic.
-            recurring_cases=[],
+            # Pinned eval cases whose failure fingerprint came back in live traffic in this range.
+            recurring_cases=recurring_cases(scope.project, tool=tool, since=time_range.start),
             dimensions=selectors.dimension_choices(
                 scope.project, start=time_range.start, end=time_range.end, selected=filters
             ),

@@ -170,8 +170,8 @@ def test_the_tool_page_makes_a_fixed_number_of_queries(client, searched, django_
     client.force_login(user)
 
     # session, user, project, projects, series (+ contract), latency, baseline, fingerprints, failed calls,
-    # alerts, dimensions
-    with django_assert_max_num_queries(budget(11)):
+    # alerts, dimensions, recurring eval cases
+    with django_assert_max_num_queries(budget(12)):
         response = client.get(f"/p/{project.slug}/tools/search/?range=7d")
 
     assert response.status_code == 200 and len(response.context["alerts"]) == 5

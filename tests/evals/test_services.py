@@ -328,3 +328,18 @@ def test_failures_before_the_pin_a_draft_or_another_message_are_not_recurrence(c
     ingest_failure(client, project_key[1], message="'to' must be an airport code")
     assert selectors.recurring_cases(project) == []
     assert selectors.case_recurrence(EvalCase.objects.get(pk=case.pk)) is None
+
+
+def test_the_tool_page_says_when_a_pinned_cases_failure_recurs(client, project, project_key, failure, django_user_model):
+    from ingest.models import Membership
+
+    case = pinned_case(project, failure, now=timezone.now() - dt.timedelta(minutes=30))
+    later = ingest_failure(client, project_key[1], start_ns=int((timezone.now() - dt.timedelta(minutes=1)).timestamp() * 1e9))
+    user = django_user_model.objects.create_user("tess", password="pw-tess-123")
+    Membership.objects.create(project=project, user=user)
+    client.force_login(user)
+
+    page = client.get(f"/p/{project.slug}/tools/{case.tool}/?range=24h").content.decode()
+
+    assert "Recurring:" in page
+    assert f"/p/{project.slug}/evals/cases/{case.pk}/" in page and f"/p/{project.slug}/traces/{later.trace_id}/" in page
