@@ -39,7 +39,19 @@ KNOWN_TOOLS_LIMIT = 500
 # --- forms: types and labels only; the services judge the values -----------------------
 
 
-class ProjectForm(forms.Form):
+class _SectionForm(forms.Form):
+    """The settings page holds several forms: each gets its own element ids, so a label's
+    `for` finds its own field (two `id_name`s would send "Key name" to the project's name)."""
+
+    id_prefix = "form"
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", f"{self.id_prefix}_%s")
+        super().__init__(*args, **kwargs)
+
+
+class ProjectForm(_SectionForm):
+    id_prefix = "project"
     name = forms.CharField(max_length=ps.MAX_NAME)
     retention_days = forms.IntegerField(
         label="Retention (days)",
@@ -64,12 +76,14 @@ class ProjectCreateForm(forms.Form):
     )  # fmt: skip
 
 
-class MemberAddForm(forms.Form):
+class MemberAddForm(_SectionForm):
+    id_prefix = "member"
     username = forms.CharField(max_length=150, help_text="Someone who already has a Toolwatch account.")
     role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
 
 
-class KeyForm(forms.Form):
+class KeyForm(_SectionForm):
+    id_prefix = "key"
     name = forms.CharField(
         label="Key name", max_length=ps.MAX_NAME, initial="default",
         help_text="A label to tell keys apart, e.g. the service or environment that uses it.",
