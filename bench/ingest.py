@@ -41,6 +41,9 @@ A benchmark that prints figures, not a test. Phases:
 
 The last line is the figures as key=value:
     spans_per_s=… ceiling_spans_per_s=… ratio=… peak_rss_mb=… decode_spans_per_s=… copy_rows_per_s=… p95_ms=…
+    worker_cpu_us_per_span=… db_cpu_us_per_span=…
+(the CPU time the gunicorn workers and their PostgreSQL backends used in the timed window,
+per span: on a machine shared with other work, the figure that still compares runs).
 A run that loses, doubles or refuses anything ends with a FAILED line instead and exits 1.
 """
 
@@ -153,6 +156,13 @@ class DecodeResult:
 
 def _decode_one(body: bytes, encoding: str, project_id: int, limits, escalation_tools, collect_rows: list | None) -> tuple[int, int]:
     """What spans_ingest does per request minus the database: mirrors services._write_slice."""
+    from ingest.services import _gc_paused
+
+    with _gc_paused():  # as spans_ingest runs
+        return _decode_one_unpaused(body, encoding, project_id, limits, escalation_tools, collect_rows)
+
+
+def _decode_one_unpaused(body, encoding, project_id, limits, escalation_tools, collect_rows) -> tuple[int, int]:
     from django.utils import timezone
 
     from ingest import linking, normalize, otlp, storage
@@ -460,9 +470,35 @@ class EndToEnd:
     timed_requests: int
     all_sent: list
     exhausted: bool
+    # CPU seconds used in the timed window, by the gunicorn workers and by their PostgreSQL backends
+    worker_cpu_s: float = math.nan
+    db_cpu_s: float = math.nan
 
 
-def run_end_to_end(cycle, plans, gzip: bool, port: int, key: str, warmup: float, seconds: float, after_warmup=None) -> EndToEnd:
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def client_backends(url: str) -> list[int]:
+    """Process ids of the client backends connected to the bench database (the workers' connections)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def run_end_to_end(
+    cycle, plans, gzip: bool, port: int, key: str, warmup: float, seconds: float, after_warmup=None, cpu_pids=None
+) -> EndToEnd:
     stop = threading.Event()
     outs = [[] for _ in plans]
     threads = [
@@ -475,9 +511,12 @@ def run_end_to_end(cycle, plans, gzip: bool, port: int, key: str, warmup: float,
         time.sleep(warmup)
         if after_warmup is not None:
             after_warmup()
+        workers, backends = cpu_pids() if cpu_pids else ([], [])
+        cpu0 = {pid: cpu_seconds(pid) for pid in workers + backends}
         t0 = time.perf_counter()
         time.sleep(seconds)
         t1 = time.perf_counter()
+        cpu1 = {pid: cpu_seconds(pid) for pid in cpu0}
     finally:
         stop.set()
         for thread in threads:
@@ -491,7 +530,13 @@ def run_end_to_end(cycle, plans, gzip: bool, port: int, key: str, warmup: float,
     latencies = sorted((s.end - s.start) * 1000 for s in window)
     p50 = statistics.median(latencies) if latencies else math.nan
     p95 = latencies[min(len(latencies) - 1, int(math.ceil(0.95 * len(latencies))) - 1)] if latencies else math.nan
-    return EndToEnd(spans / (t1 - t0), len(window) / (t1 - t0), p50, p95, t1 - t0, len(window), sent, bool(exhausted_at))
+    used = {pid: cpu1[pid] - cpu0[pid] for pid in cpu0}
+    worker_cpu = sum(used[pid] for pid in workers) if workers else math.nan
+    db_cpu = sum(used[pid] for pid in backends) if backends else math.nan
+    return EndToEnd(
+        spans / (t1 - t0), len(window) / (t1 - t0), p50, p95, t1 - t0, len(window), sent, bool(exhausted_at),
+        worker_cpu, db_cpu,
+    )  # fmt: skip
 
 
 def analyze_partitions(url: str) -> list[str]:
@@ -727,7 +772,10 @@ def main(argv=None) -> int:
         workers=args.workers, threads=args.threads, timeout=args.timeout, env=server_env(args.database_url),
         log_dir=log_dir, label="e2e", app=args.app,
     ) as server:  # fmt: skip
-        e2e = run_end_to_end(cycle, plans, gzip, server.port, key, args.warmup, args.seconds, after_warmup)
+        e2e = run_end_to_end(
+            cycle, plans, gzip, server.port, key, args.warmup, args.seconds, after_warmup,
+            cpu_pids=lambda: (server.worker_pids(), client_backends(args.database_url)),
+        )  # fmt: skip
         worker_hwm = [proc_status_kb(pid, "VmHWM") / 1024 for pid in server.worker_pids()]
         server_log_tail = server.log_tail()
     sent_ok = [s for s in e2e.all_sent if s.status == 200]
@@ -738,6 +786,12 @@ def main(argv=None) -> int:
     log(f"  after the warm-up: {'ANALYZE ' + ', '.join(analyzed) if analyzed else 'no ANALYZE (--no-analyze): never-analyzed day partitions'}")
     log(f"  {e2e.timed_requests} requests in the {e2e.window_s:.1f} s window: {_fmt(e2e.spans_per_s)} spans/s, "
         f"{e2e.requests_per_s:.1f} requests/s, latency p50 {e2e.p50_ms:.0f} ms, p95 {e2e.p95_ms:.0f} ms")  # fmt: skip
+    window_spans = e2e.spans_per_s * e2e.window_s
+    worker_us = e2e.worker_cpu_s * 1e6 / window_spans if window_spans else math.nan
+    db_us = e2e.db_cpu_s * 1e6 / window_spans if window_spans else math.nan
+    # On a machine shared with other work the rate above says little; the CPU per span does.
+    log(f"  CPU per span in the window: gunicorn workers {worker_us:.1f} µs + their PostgreSQL backends {db_us:.1f} µs "
+        f"= {worker_us + db_us:.1f} µs (CPU time also grows on a busy machine: compare runs made under like load)")  # fmt: skip
     log(f"  worker peak RSS (VmHWM) after the run: {', '.join(f'{x:.0f} MB' for x in worker_hwm)}")
     if e2e.exhausted:
         log("  WARNING: a sender ran out of pre-built requests; the window was cut at that moment")
@@ -805,7 +859,7 @@ def main(argv=None) -> int:
     log(
         f"spans_per_s={e2e.spans_per_s:.0f} ceiling_spans_per_s={ceiling:.0f} ratio={ratio:.2f} "
         f"peak_rss_mb={peak:.0f} decode_spans_per_s={decode.spans_per_s:.0f} copy_rows_per_s={copy.rows_per_s:.0f} "
-        f"p95_ms={e2e.p95_ms:.0f}"
+        f"p95_ms={e2e.p95_ms:.0f} worker_cpu_us_per_span={worker_us:.1f} db_cpu_us_per_span={db_us:.1f}"
     )
     return 0
 

@@ -89,6 +89,7 @@ MAX_MESSAGE_BYTES = 64 * 1024
 _SHORTENED = " … (shortened)"
 
 _NS_PER_DAY = 86_400 * 10**9
+_NAME_CACHE_MAX = 1024
 _ZERO_TRACE_ID = bytes(16)
 _ZERO_SPAN_ID = bytes(8)
 
@@ -740,14 +741,18 @@ def _value(value: AnyValue):
     return None
 
 
+_WHICH_ONE_OF = AnyValue.WhichOneof
+
+
 def _attributes(items, max_count: int) -> tuple[dict, int]:
     """The first max_count KeyValues as a dict, and how many were left out."""
     count = len(items)
     out = {}
+    which = _WHICH_ONE_OF  # unbound: no bound method made per attribute
     # The common scalar cases inline: this loop is the hottest code of ingest.
     for item in items if count <= max_count else items[:max_count]:
         value = item.value
-        kind = value.WhichOneof("value")
+        kind = which(value, "value")
         if kind == "string_value":
             out[item.key] = value.string_value
         elif kind == "int_value":
@@ -776,6 +781,7 @@ def _flatten(
     name_chars = limits.max_name_chars
     value_chars = limits.max_attribute_value_chars
     latest_ns = now_ns + limits.max_future_skew_seconds * 1_000_000_000
+    names: dict[str, str] = {}  # span name -> as stored: a request has few distinct names
 
     for rs in request.resource_spans:
         resource = rs.resource
@@ -854,6 +860,12 @@ def _flatten(
                 if dropped_links:
                     attributes[DROPPED_LINKS] = dropped_links
 
+                raw_name = span.name
+                name = names.get(raw_name)
+                if name is None:
+                    if len(names) >= _NAME_CACHE_MAX:
+                        names.clear()
+                    name = names[raw_name] = redact_string(raw_name, name_chars)
                 status = span.status
                 kind = span.kind
                 status_code = status.code
@@ -861,7 +873,7 @@ def _flatten(
                     trace_id=trace_id.hex(),
                     span_id=span_id.hex(),
                     parent_span_id=parent_id.hex() if parent_id and parent_id != _ZERO_SPAN_ID else "",
-                    name=redact_string(span.name, name_chars),
+                    name=name,
                     # Open enums: a value outside the spec's range is stored as unspecified / unset.
                     kind=kind if 0 <= kind <= 5 else 0,
                     start_ns=start_ns,

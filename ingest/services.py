@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import gc
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -105,7 +108,7 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
     agents: dict[linking.Key, str] = {}
     agentless: list[linking.Key] = []
     first_start_ns = None
-    with transaction.atomic():
+    with _gc_paused(), transaction.atomic():
         _bound_statement_time()
         slice_: list[SpanRecord] = []
         for item in otlp.iter_spans(request, limits, now_ns=now_ns):
@@ -130,6 +133,27 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
             _settle_agents(project, parents, agents, agentless, first_start_ns)
         _record_stats(project, now, result)
     return result
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a request is flattened and written.
+
+    Each span allocates dozens of dicts, lists and records; every 700 of them start a
+    collection that walks the young ones (and, now and then, every object of the
+    process): about a tenth of the CPU of the Python work of a span. They form no
+    cycles, so reference counting frees them all the same, and the peak RSS of a
+    64 MiB request does not change; whatever cyclic garbage a request leaves is
+    collected after it.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _bound_statement_time() -> None:

@@ -42,10 +42,14 @@ TOOLCALL_COLUMNS = (
 Key = tuple[str, str]  # (trace_id, span_id)
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
 def ns_to_datetime(ns: int) -> dt.datetime:
-    # Integer arithmetic keeps microseconds exact (a float of ns since 1970 would not).
-    seconds, rem = divmod(ns, 1_000_000_000)
-    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).replace(microsecond=rem // 1000)
+    # Integer arithmetic keeps microseconds exact (a float of ns since 1970 would not);
+    # adding a timedelta costs a fifth of fromtimestamp().replace(), and runs several times a span.
+    return _EPOCH + _MICROSECOND * (ns // 1000)
 
 
 def dumps_json(value) -> bytes:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from ingest import redact
 from ingest.limits import DEFAULT_LIMITS, IngestLimits
 from ingest.redact import (
     DEPTH_MARKER,
@@ -262,3 +263,25 @@ def test_values_nested_deeper_than_the_limit_become_a_marker():
 
 def test_redact_string_scrubs_and_cleans_names_and_messages():
     assert redact_string("auth failed for sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX\x00", 1024) == f"auth failed for {REDACTED}\ufffd"
+
+
+# The MATCH_STARTS shortcut must find exactly what a full VALUE_RE scan finds. A pattern
+# added to VALUE_PATTERNS without its start in MATCH_STARTS fails here.
+_PIECES = (
+    "Bearer abcdefghij0123456789", "sk-proj-ABCDEFGHIJKLMNOPQRSTUV", "sk_live_ABCDEFGHIJKLMNOPQR",
+    "AKIAABCDEFGHIJKLMNOP", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln", "ghp_" + "A" * 36,
+    "github_pat_" + "B" * 30, "xoxb-1234567890-abcdef", "AIza" + "C" * 35,
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", "postgres://bob:hunter2@db:5432/x",
+    'password="s3cr3t"', "api_key=ABC123", "Authorization: Basic dXNlcjpwYXNz", "\\\"token\\\": \\\"xyz\\\"",
+    "access-token: q", "id_token=zzz", "session_token='abc'", "COOKIE=1", "credentials: x", "private_key=y",
+)
+_CONTEXT = ("", "x", "_", "A1", " ", '"', "\n", "task-", "key ", "bearer ", "PASS")
+
+
+@pytest.mark.parametrize("piece", _PIECES)
+def test_searching_only_where_a_secret_can_start_finds_what_a_full_scan_finds(piece):
+    for before in _CONTEXT:
+        for after in _CONTEXT:
+            for variant in (piece, piece.upper(), piece.lower(), piece.swapcase()):
+                text = f"{before}{variant}{after} and {variant}"
+                assert redact._sub_secrets(text) == redact.VALUE_RE.sub(redact._replace, text), text
