@@ -172,6 +172,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Tool-error observability and eval capture for AI agents.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Group operations by what follows /api/v1/projects/{project}/ (tools, alerts, eval-cases…), not "v1".
+    "SCHEMA_PATH_PREFIX": r"/api/v1(/projects/\{project\})?",
     # Swagger UI and Redoc come from our own static files (the sidecar), never a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
