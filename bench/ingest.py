@@ -9,9 +9,12 @@ About a minute with the defaults (--help lists every option).
 A benchmark that prints figures, not a test. Phases:
 
 1. Setup: drop and recreate the bench database, migrate it, create a project and an API key.
-2. Traffic (bench/traffic.py): realistic OTLP/protobuf requests of 512 spans (GenAI agent
-   traces of 5–20 spans, about half tool spans, about 30 % of those failing), every
-   request with unique trace ids, built and gzipped before anything is timed.
+2. Traffic (bench/traffic.py): with --source simulate (the default) a cycle of requests from
+   the demo fleet (ingest.simulate: 23 tools, every kind of evidence, encoded by the official
+   SDK encoder); with --source templates, the module's own synthetic requests. Either way
+   realistic OTLP/protobuf requests of 512 spans (GenAI agent traces, about half tool spans;
+   the fleet fails ~7 % of its tool calls, the templates ~30 %), every request with unique
+   trace ids, built and gzipped before anything is timed.
 3. Ceiling, on this machine, from the same bodies:
    (a) decode: one process, one core: gunzip, otlp.decode_request, otlp.iter_spans,
        linking, normalize.normalize_tool_call on tool spans, storage.span_row and
@@ -682,6 +685,11 @@ def parse_args(argv=None):
     parser.add_argument("--no-gzip", action="store_true", help="send identity bodies instead of gzip")
     parser.add_argument("--drop", action="store_true", help="drop the bench database at the end")
     parser.add_argument("--templates", type=int, default=16, help="distinct requests per cycle (default 16)")
+    parser.add_argument(
+        "--source", choices=("simulate", "templates"), default="simulate",
+        help="simulate: the demo fleet's traffic (ingest.simulate, the official encoder); "
+        "templates: bench/traffic.py's own synthetic traces (30%% of tool spans failing)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--decode-seconds", type=float, default=4, help="minimum time of the decode ceiling (default 4)")
     parser.add_argument("--copy-seconds", type=float, default=3, help="minimum time of the COPY ceiling (default 3)")
@@ -723,7 +731,10 @@ def main(argv=None) -> int:
 
     # 2. Traffic
     t = time.perf_counter()
-    cycle = traffic.build_cycle(args.templates, seed=args.seed)
+    if args.source == "simulate":
+        cycle = traffic.simulator_cycle(args.templates, seed=args.seed)
+    else:
+        cycle = traffic.build_cycle(args.templates, seed=args.seed)
     cycle_spans = sum(x.spans for x in cycle)
     cycle_tools = sum(x.tool_spans for x in cycle)
     cycle_failing = sum(x.failing_tool_spans for x in cycle)

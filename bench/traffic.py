@@ -538,3 +538,44 @@ def build_cycle(
             )
         )
     return out
+
+
+def simulator_cycle(templates: int = 16, *, spans_per_request: int = SPANS_PER_REQUEST, seed: int = 7) -> list[Template]:
+    """The same kind of cycle, made from the demo fleet's traffic (ingest.simulate: 23 tools,
+    every kind of evidence, the official SDK's encoder) instead of this module's templates.
+
+    Each trace id keeps its first 8 bytes and gets MARKER as its last 8, so copies work the
+    same way; a trace cut across two requests keeps one id. Needs Django set up (the
+    classifier counts the tool spans)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from ingest import otlp
+    from ingest.limits import DEFAULT_LIMITS
+    from ingest.normalize import normalize_tool_call
+    from ingest.simulate.modes import encoded_requests
+
+    out: list[Template] = []
+    for raw in encoded_requests(templates * spans_per_request, seed=seed, spans_per_request=spans_per_request):
+        request = ExportTraceServiceRequest.FromString(raw)
+        spans = 0
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    span.trace_id = span.trace_id[:8] + MARKER
+                    for link in span.links:
+                        link.trace_id = link.trace_id[:8] + MARKER
+                    spans += 1
+        if spans != spans_per_request:
+            continue  # the stream's last, short request
+        body = request.SerializeToString()
+        request = ExportTraceServiceRequest.FromString(body)
+        if body.count(MARKER) < spans:
+            raise RuntimeError("trace-id marker lost; change MARKER")
+        records = otlp.iter_spans(request, DEFAULT_LIMITS, now_ns=time.time_ns())
+        calls = [call for call in map(normalize_tool_call, records) if call is not None]
+        out.append(Template(
+            body=body, spans=spans, tool_spans=len(calls), failing_tool_spans=sum(1 for call in calls if not call.ok),
+        ))  # fmt: skip
+        if len(out) == templates:
+            return out
+    raise RuntimeError(f"the simulator made only {len(out)} full requests of {spans_per_request} spans")
