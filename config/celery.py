@@ -37,11 +37,12 @@ app.conf.beat_schedule = {
         "schedule": crontab(),
         "options": {"expires": 50},
     },
-    # Drift detectors judge the hour that just closed, once its rollups have settled.
+    # Drift detectors judge the quarter hour that just closed, once its rollups have settled
+    # (off the hour the recent windows come from the 5-minute rollups; docs/drift.md).
     "evaluate-drift": {
         "task": "dashboard.tasks.evaluate_drift",
-        "schedule": crontab(minute=3),
-        "options": {"expires": 3000},
+        "schedule": crontab(minute="3,18,33,48"),
+        "options": {"expires": 840},
     },
     # Alert deliveries whose task was lost, or whose retry (backoff) is due.
     "send-due-deliveries": {

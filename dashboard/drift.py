@@ -1,4 +1,4 @@
-"""Drift detectors over hourly per-tool rollups (SPEC section 6). Pure: stdlib only.
+"""Drift detectors over per-tool rollups (SPEC section 6). Pure: stdlib only.
 
 Contract:
 - `detect(series, now, thresholds, *, open_kinds, opened_at)` takes the hourly
@@ -7,12 +7,18 @@ Contract:
   end at `now` floored to the hour. Fetch at least `thresholds.history_hours` hours
   before `now` (and, for an open alert with a known `opened_at`, back to
   `opened_at - thresholds.history_hours`).
+- `detect(..., fine_series=...)` with the tool's 5-minute buckets of the last
+  `guard_hours + confirm_hours` hours: the recent windows are summed from them and end
+  at `now` floored to 5 minutes, so the job can run every 15 minutes and judge windows
+  that end when it runs (a step mid-hour is not diluted in whole hours). Baselines stay
+  hourly and end on the hour.
 - A kind in `open_kinds` has an alert open. It keeps firing until it is clearly back
   (hysteresis), judged against the baseline it was opened on when `opened_at[kind]` is
   given, so a degraded level never becomes the norm while its alert is open. Without
   enough recent volume to tell, an open kind keeps firing: silence is not recovery.
-- `replay(series, start, end, thresholds)` runs `detect` hour by hour as the scheduled
-  job does, carrying the open alerts, and returns the alert episodes.
+- `replay(series, start, end, thresholds, *, fine_series, step)` runs `detect` every
+  `step` (an hour, or 15 minutes with `fine_series`) as the scheduled job does, carrying
+  the open alerts, and returns the alert episodes.
 - `Thresholds` holds every tunable with its default; `Thresholds.from_overrides(d)` and
   `.with_overrides(d)` apply a per-project / per-tool JSON dict, and any bad key or
   value raises a ValueError that names the key.
@@ -22,7 +28,7 @@ Method (docs/drift.md has the reasoning, every default and the measured figures)
   evaluation, so the start of a ramp does not leak into its own baseline. Per-call
   rates already remove the daily and weekly volume cycles, and 7 whole days weigh every
   hour of the day and every weekday alike.
-- Recent: the last 2 and the last 6 hours are each compared with the baseline (a scan:
+- Recent: the last 2 and the last 6 hours before the evaluation are each compared with the baseline (a scan:
   2 h catches a step within the 2 h the SPEC asks, 6 h catches ramps and quieter
   tools). The shorter window must clear `short_window_extra_z` more.
 - Test: the signed root of the likelihood-ratio statistic for two Poisson rates
@@ -451,6 +457,13 @@ def _floor_hour(t: datetime) -> datetime:
     return t.replace(minute=0, second=0, microsecond=0)
 
 
+FINE_STEP = timedelta(minutes=5)  # the finest rollup: sub-hour evaluations end on its boundaries
+
+
+def _floor_fine(t: datetime) -> datetime:
+    return t.replace(minute=t.minute - t.minute % 5, second=0, microsecond=0)
+
+
 def _ratio(r_rate: float, b_rate: float) -> float:
     if b_rate > 0:
         return r_rate / b_rate
@@ -477,12 +490,18 @@ class _Base:
 
 
 class _View:
-    """One `detect` call's series, with its baselines cached (four kinds share one)."""
+    """One `detect` call's series, with its baselines cached (four kinds share one).
 
-    __slots__ = ("series", "th", "_bases", "_aggs")
+    Recent windows are summed from the fine (sub-hour) series when there is one, so they
+    can end at any bucket boundary; baselines always come from the hourly series and end
+    on an hour.
+    """
 
-    def __init__(self, series: HourlySeries, th: Thresholds) -> None:
+    __slots__ = ("series", "fine", "th", "_bases", "_aggs")
+
+    def __init__(self, series: HourlySeries, th: Thresholds, fine: HourlySeries | None = None) -> None:
         self.series = series
+        self.fine = fine
         self.th = th
         self._bases: dict[datetime, _Base] = {}
         self._aggs: dict[tuple[datetime, int], _Agg] = {}
@@ -492,10 +511,12 @@ class _View:
         key = (end, hours)
         a = self._aggs.get(key)
         if a is None:
-            a = self._aggs[key] = self.series.totals(end - hours * HOUR, end)
+            a = self._aggs[key] = (self.fine or self.series).totals(end - hours * HOUR, end)
         return a
 
     def baseline(self, end: datetime) -> _Base:
+        """The baseline ending at `end` floored to the hour (it is made of hourly buckets)."""
+        end = _floor_hour(end)
         base = self._bases.get(end)
         if base is None:
             base = self._bases[end] = _baseline(self.series, end, self.th)
@@ -850,6 +871,7 @@ def detect(
     *,
     open_kinds: frozenset[str] = frozenset(),
     opened_at: Mapping[str, datetime] | None = None,
+    fine_series: Sequence[Bucket] | None = None,
 ) -> list[Finding]:
     """One Finding per kind in KINDS for one tool's hourly series, evaluated at `now`.
 
@@ -857,10 +879,29 @@ def detect(
     `confirm_hours - 1` hourly evaluations before it. A kind in `open_kinds` fires while
     it is not clearly back (see the module docstring). `statistics["evaluated"]` is False
     when the volume was too low to judge, with the reason in `statistics["reason"]`.
+
+    Without `fine_series` the windows end at `now` floored to the hour. With it (sub-hour
+    buckets, e.g. the 5-minute rollups, covering at least the last `guard_hours` +
+    `confirm_hours` hours before `now` and tiling them), the recent windows end at `now`
+    floored to 5 minutes and are summed from it; the baselines still come from `series`
+    and end on the hour.
     """
-    th = thresholds
-    end = _floor_hour(now)
-    view = _View(series if isinstance(series, HourlySeries) else HourlySeries(series), th)
+    fine = None
+    if fine_series is not None:
+        fine = fine_series if isinstance(fine_series, HourlySeries) else HourlySeries(fine_series)
+    view = _View(series if isinstance(series, HourlySeries) else HourlySeries(series), thresholds, fine)
+    return _detect(view, now, open_kinds, opened_at)
+
+
+def _detect(
+    view: _View, now: datetime, open_kinds: frozenset[str], opened_at: Mapping[str, datetime] | None, full: bool = True
+) -> list[Finding]:
+    """`detect` on a prepared view. With `full` False (replay), a kind that does not fire
+    and is not open gets no statistics beyond "evaluated" and no summary: the scan then
+    skips building them, which is most of an evaluation's cost."""
+    th = view.th
+    floor = _floor_fine if view.fine is not None else _floor_hour
+    end = floor(now)
     used = _thresholds_used_by_kind(th)
     findings = []
     for kind in KINDS:
@@ -868,11 +909,13 @@ def detect(
         if is_open:
             anchor = (opened_at or {}).get(kind)
             if anchor is not None:
-                anchor = _floor_hour(anchor)
+                anchor = floor(anchor)
             base_end = (anchor if anchor is not None else end) - th.guard_hours * HOUR
             outcome = _hold_check(kind, view, end, base_end, anchor, th)
         else:
-            outcome = _open_check(kind, view, end, th)
+            outcome = _open_check(kind, view, end, th, with_stats=full)
+            if outcome.firing and not full:
+                outcome = _open_check(kind, view, end, th)
             for back in range(1, th.confirm_hours if outcome.firing else 0):
                 if not _open_check(kind, view, end - back * HOUR, th, with_stats=False).firing:
                     outcome.firing = False
@@ -896,7 +939,7 @@ def detect(
                 recent=(end - span * HOUR, end),
                 baseline=(outcome.base.start, outcome.base.end),
                 statistics=statistics,
-                summary=_summary(kind, outcome, is_open),
+                summary=_summary(kind, outcome, is_open) if full or outcome.firing or is_open else "",
             )
         )
     return findings
@@ -916,26 +959,47 @@ class Episode:
 class Replay:
     episodes: list[Episode]
     evaluations: int
-    evaluated_hours: int  # evaluations where at least one kind had the volume to be judged
+    evaluated_hours: int  # evaluations where at least one kind had the volume to be judged (per step)
 
 
 def replay(
-    series: Sequence[Bucket], start: datetime, end: datetime, thresholds: Thresholds = DEFAULT_THRESHOLDS
+    series: Sequence[Bucket],
+    start: datetime,
+    end: datetime,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    *,
+    fine_series: Sequence[Bucket] | None = None,
+    step: timedelta = HOUR,
 ) -> Replay:
-    """`detect` at every hour in (start, end], as the scheduled job runs it.
+    """`detect` at every `step` in (start, end], as the scheduled job runs it.
 
     The alerts open when a kind fires and resolve when an open kind stops firing; the
-    open kinds and their opening times are carried from one hour to the next, so the
+    open kinds and their opening times are carried from one evaluation to the next, so the
     hysteresis is the one production sees. For backfills, charts and the benchmark.
+    A `step` shorter than an hour (it must divide the hour into whole 5-minute buckets)
+    needs `fine_series`, the sub-hour buckets the recent windows are summed from.
     """
+    if step <= timedelta(0) or HOUR % step or step % FINE_STEP:
+        raise ValueError(f"step: must divide an hour into whole multiples of 5 minutes, got {step}")
+    if step < HOUR and fine_series is None:
+        raise ValueError("step: evaluating more often than hourly needs fine_series (sub-hour buckets)")
     view = series if isinstance(series, HourlySeries) else HourlySeries(series)
+    fine = None
+    if fine_series is not None:
+        fine = fine_series if isinstance(fine_series, HourlySeries) else HourlySeries(fine_series)
     opened: dict[str, datetime] = {}
     current: dict[str, tuple[datetime, Finding]] = {}
     episodes: list[Episode] = []
     evaluations = evaluated = 0
-    now = _floor_hour(start) + HOUR
+    now = _floor_hour(start)
+    while now <= start:
+        now += step
+    prepared = None
     while now <= end:
-        findings = detect(view, now, thresholds, open_kinds=frozenset(opened), opened_at=opened)
+        if prepared is None or len(prepared._aggs) > 4096:
+            # Shared by nearby evaluations: four quarter hours judge against one hourly baseline.
+            prepared = _View(view, thresholds, fine)
+        findings = _detect(prepared, now, frozenset(opened), opened, full=False)
         evaluations += 1
         evaluated += any(f.statistics["evaluated"] for f in findings)
         for f in findings:
@@ -946,7 +1010,7 @@ def replay(
                 del opened[f.kind]
                 at, first = current.pop(f.kind)
                 episodes.append(Episode(f.kind, at, now, first))
-        now += HOUR
+        now += step
     episodes.extend(Episode(kind, at, None, first) for kind, (at, first) in current.items())
     episodes.sort(key=lambda e: (e.opened, e.kind))
     return Replay(episodes, evaluations, evaluated)

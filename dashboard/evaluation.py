@@ -1,10 +1,16 @@
-"""The scheduled drift evaluation: hourly rollups -> pure detectors -> the alert lifecycle.
+"""The scheduled drift evaluation: rollups -> pure detectors -> the alert lifecycle.
 
 Per project, one query reads every tool's hourly counts over the detectors' lookback;
 each tool with traffic (or an open alert) is judged by `dashboard.drift.detect`, and
 every finding that fires, or that concerns an open alert, goes to
 `alerts.alert_apply_finding`, with its evidence: the statistics, the windows, the hourly
 rates for the chart and sample trace ids.
+
+The job runs every 15 minutes (docs/drift.md: a step then has 2 h of data by its 2 h
+deadline, wherever in the hour it starts). On the hour the windows are whole hours; at
+:15, :30 and :45 a second query reads the 5-minute rollups of the last hours, and the
+recent windows end at `now` floored to 5 minutes. Baselines always come from the hourly
+rollups.
 """
 
 from __future__ import annotations
@@ -31,11 +37,12 @@ def thresholds_for(project: Project, tool: str) -> drift.Thresholds:
     return drift.Thresholds.from_overrides(overrides.get("*")).with_overrides(overrides.get(tool))
 
 
-def hourly_series(project: Project, start: dt.datetime, end: dt.datetime) -> dict[str, list[drift.Bucket]]:
+def hourly_series(
+    project: Project, start: dt.datetime, end: dt.datetime, *, resolution: int = ToolRollup.Resolution.HOUR
+) -> dict[str, list[drift.Bucket]]:
+    """Every tool's buckets of `resolution` (hourly by default; 300 for the 5-minute ones) in [start, end)."""
     rows = (
-        ToolRollup.objects.filter(
-            project=project, resolution=ToolRollup.Resolution.HOUR, bucket_start__gte=start, bucket_start__lt=end
-        )
+        ToolRollup.objects.filter(project=project, resolution=resolution, bucket_start__gte=start, bucket_start__lt=end)
         .values("tool", "bucket_start")
         .annotate(
             calls=Sum("calls"), errors=Sum("errors"), retries=Sum("retries"),
@@ -78,21 +85,30 @@ def drift_evaluate(*, project_id: int, now: dt.datetime) -> int:
     """Judge every tool of a project at `now`; returns how many findings reached an alert."""
     project = Project.objects.get(pk=project_id)
     end = floor_time(now, 3600)
+    fine_end = floor_time(now, 300)
     open_alerts: dict[str, dict[str, dt.datetime]] = defaultdict(dict)
     for tool, kind, opened_at in Alert.objects.filter(project=project, status__in=Alert.OPEN_STATUSES).values_list(
         "tool", "kind", "opened_at"
     ):
         open_alerts[tool][kind] = opened_at
     # An open alert is judged against the baseline before it opened: read back that far.
-    history = max(thresholds_for(project, tool).history_hours for tool in ["*", *(project.drift_thresholds or {})])
+    configured = [thresholds_for(project, tool) for tool in ["*", *(project.drift_thresholds or {})]]
+    history = max(th.history_hours for th in configured)
     earliest = min([end, *(floor_time(at, 3600) for kinds in open_alerts.values() for at in kinds.values())])
     series = hourly_series(project, earliest - history * HOUR, end)
+    fine: dict[str, list[drift.Bucket]] | None = None
+    if fine_end > end:
+        # Off the hour: the recent windows (the longest plus the confirmations) from the
+        # 5-minute rollups, so they end at `now` instead of up to 59 minutes before it.
+        recent = max(th.guard_hours + th.confirm_hours for th in configured)
+        fine = hourly_series(project, end - recent * HOUR, fine_end, resolution=ToolRollup.Resolution.FIVE_MINUTES)
     applied = 0
     for tool in sorted(series.keys() | open_alerts.keys()):
         opened = open_alerts.get(tool, {})
         findings = drift.detect(
-            series.get(tool, []), now, thresholds_for(project, tool), open_kinds=frozenset(opened), opened_at=opened
-        )
+            series.get(tool, []), now, thresholds_for(project, tool), open_kinds=frozenset(opened), opened_at=opened,
+            fine_series=None if fine is None else fine.get(tool, []),
+        )  # fmt: skip
         for finding in findings:
             if not finding.firing and finding.kind not in opened:
                 continue

@@ -14,6 +14,9 @@ The traffic model, per tool and hour:
   5 attempts), so hourly retry counts are over-dispersed (Var/Mean about 1.4-2.3);
 - wasted retries (retries after a permanent failure) are generated the same way and
   added to the retries: they are a subset of them, as in the rollups.
+Scenarios can be drawn in 15-minute buckets (`generate(..., fine=True)`), whose sums are
+the hours, for evaluating every quarter hour; a change's rate is averaged over a bucket,
+which is exact for its counts. S5's step comes at a random minute.
 Sampling is exact: BTRS for the binomial and PTRS for the Poisson (transformed rejection,
 W. Hörmann 1993; inversion-type methods for small means), so the tails the false-alarm rate depends on are the true ones,
 not a normal approximation's.
@@ -38,6 +41,8 @@ from dashboard.drift import (
 
 __all__ = [
     "CHANGE_SCENARIOS",
+    "EVALUATION_LAG",
+    "FINE",
     "QUIET_SCENARIOS",
     "SCENARIOS",
     "Expectation",
@@ -200,8 +205,16 @@ class ToolModel:
     peak_hour: float = 15.0  # UTC hour of the daily peak
 
 
-# A change: hour offset -> multiplier (or a value) for one parameter; None means "as steady".
-Profile = Callable[[int], float]
+# A change: (t0, t1) in hours from the start -> the mean multiplier (or value) of one
+# parameter over [t0, t1); None means "as steady". Averaging over a bucket is exact for
+# the counts: calls are spread uniformly in a bucket, each retries (errs, ...) on its own
+# with the rate of its moment, so the bucket's count is the same draw at the mean rate.
+Profile = Callable[[float, float], float]
+
+
+def _per_hour(g: Callable[[int], float]) -> Profile:
+    """A profile constant within each hour: g(hour offset). Buckets never cross an hour."""
+    return lambda t0, t1: g(int(t0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +251,9 @@ class Scenario:
     # match no expectation are false too, but the scenario may be about something else.
     quiet: bool = False
     models: dict[str, ToolModel] = field(default_factory=dict)
+    # With generate(..., fine=True): the same traffic in FINE (15-minute) buckets, whose
+    # hourly sums are `series`, for evaluating more often than hourly.
+    fine_series: dict[str, list[Bucket]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -251,6 +267,12 @@ class _Change:
     wasted: Profile | None = None  # an absolute wasted rate, not a multiplier
 
 
+# Sub-hour buckets of a fine series, as the 5-minute rollups the job would read, coarsened
+# to 15 minutes (the evaluation step) to keep the bench's cost down.
+FINE = timedelta(minutes=15)
+FINE_PER_HOUR = 4
+
+
 def expected_calls(model: ToolModel, hour_of_day: int) -> float:
     """Mean calls in an hour of the day: the +-50 % daily cycle around calls_per_hour."""
     return model.calls_per_hour * (
@@ -258,24 +280,48 @@ def expected_calls(model: ToolModel, hour_of_day: int) -> float:
     )
 
 
-def _series(rng: random.Random, model: ToolModel, start: datetime, hours: int, change: _Change) -> list[Bucket]:
-    out = []
+def _series(
+    rng: random.Random, model: ToolModel, start: datetime, hours: int, change: _Change, fine: bool = False
+) -> tuple[list[Bucket], list[Bucket]]:
+    """(hourly buckets, FINE buckets or []) of one tool.
+
+    With `fine`, every hour is drawn as FINE_PER_HOUR sub-buckets and the hour is their
+    sum (the same distribution as one hourly draw, and exactly what the rollups hold: an
+    hour is the sum of its 5-minute buckets).
+    """
+    hourly, sub = [], []
     first_hour = start.hour
+    parts = FINE_PER_HOUR if fine else 1
+    width = 1.0 / parts
     for i in range(hours):
-        volume = expected_calls(model, (first_hour + i) % 24)
-        if change.volume:
-            volume *= change.volume(i)
-        calls = poisson(rng, volume)
-        err = model.error_rate * (change.error(i) if change.error else 1.0)
-        retry = model.retry_rate * (change.retry(i) if change.retry else 1.0)
-        share = model.escalation_share * (change.escalation(i) if change.escalation else 1.0)
-        wasted_rate = change.wasted(i) if change.wasted else model.wasted_rate
-        errors = binomial(rng, calls, min(err, 1.0))
-        wasted = clustered(rng, calls, wasted_rate, model.wasted_again)
-        retries = clustered(rng, calls, retry, model.retry_again) + wasted
-        escalations = binomial(rng, errors, min(share, 1.0))
-        out.append(Bucket(start + i * HOUR, calls, errors, retries, escalations, wasted))
-    return out
+        base_volume = expected_calls(model, (first_hour + i) % 24) / parts
+        parts_of_hour = []
+        for j in range(parts):
+            t0 = i + j * width
+            t1 = t0 + width
+            volume = base_volume * (change.volume(t0, t1) if change.volume else 1.0)
+            calls = poisson(rng, volume)
+            err = model.error_rate * (change.error(t0, t1) if change.error else 1.0)
+            retry = model.retry_rate * (change.retry(t0, t1) if change.retry else 1.0)
+            share = model.escalation_share * (change.escalation(t0, t1) if change.escalation else 1.0)
+            wasted_rate = change.wasted(t0, t1) if change.wasted else model.wasted_rate
+            errors = binomial(rng, calls, min(err, 1.0))
+            wasted = clustered(rng, calls, wasted_rate, model.wasted_again)
+            retries = clustered(rng, calls, retry, model.retry_again) + wasted
+            escalations = binomial(rng, errors, min(share, 1.0))
+            parts_of_hour.append(Bucket(start + i * HOUR + j * FINE, calls, errors, retries, escalations, wasted))
+        if fine:
+            sub.extend(parts_of_hour)
+            hourly.append(
+                Bucket(
+                    start + i * HOUR, sum(b.calls for b in parts_of_hour), sum(b.errors for b in parts_of_hour),
+                    sum(b.retries for b in parts_of_hour), sum(b.escalations for b in parts_of_hour),
+                    sum(b.wasted_retries for b in parts_of_hour),
+                )  # fmt: skip
+            )
+        else:
+            hourly.append(parts_of_hour[0])
+    return hourly, sub
 
 
 def _tool(rng: random.Random, name: str, **fixed: float) -> ToolModel:
@@ -295,18 +341,25 @@ def _tool(rng: random.Random, name: str, **fixed: float) -> ToolModel:
 
 
 def _ramp(onset: int, hours: int, factor: float, until: int | None = None) -> Profile:
-    """1 before onset, rising linearly to `factor` over `hours`, held; back to 1 at `until`."""
+    """1 before onset, rising linearly to `factor` over `hours` (hour by hour), held; back to 1 at `until`."""
 
     def f(i: int) -> float:
         if i < onset or (until is not None and i >= until):
             return 1.0
         return 1.0 + (factor - 1.0) * min(1.0, (i - onset + 1) / hours)
 
+    return _per_hour(f)
+
+
+def _step(onset: float, factor: float, until: float | None = None) -> Profile:
+    """`factor` from `onset` (hours, possibly mid-hour) until `until`, else 1; averaged over a bucket."""
+    end = math.inf if until is None else until
+
+    def f(t0: float, t1: float) -> float:
+        inside = max(0.0, min(t1, end) - max(t0, onset)) / (t1 - t0)
+        return 1.0 + (factor - 1.0) * inside
+
     return f
-
-
-def _step(onset: int, factor: float, until: int | None = None) -> Profile:
-    return lambda i: factor if onset <= i and (until is None or i < until) else 1.0
 
 
 def _build(
@@ -319,21 +372,23 @@ def _build(
     expected: tuple[Expectation, ...] = (),
     quiet: bool = False,
     rng: random.Random | None = None,
+    fine: bool = False,
 ) -> Scenario:
     rng = rng or random.Random(f"{name}:{seed}:traffic")
     hours = days * 24
     changes = changes or {}
-    series = {m.name: _series(rng, m, EPOCH, hours, changes.get(m.name, _Change())) for m in models}
+    drawn = {m.name: _series(rng, m, EPOCH, hours, changes.get(m.name, _Change()), fine) for m in models}
     return Scenario(
         name=name,
         seed=seed,
         description=description,
         start=EPOCH,
         hours=hours,
-        series=series,
+        series={tool: hourly for tool, (hourly, _) in drawn.items()},
         expected=expected,
         quiet=quiet,
         models={m.name: m for m in models},
+        fine_series={tool: sub for tool, (_, sub) in drawn.items()} if fine else {},
     )
 
 
@@ -350,17 +405,21 @@ def _events(model: ToolModel, i: int, rate: float) -> float:
 # baseline is full by then), one changed tool and one steady control tool.
 
 CHANGE_DAYS = 10
+# The scheduled job judges the data up to the end of a bucket a few minutes after it
+# closed (evaluate-drift runs at :03, :18, :33, :48): an alert raised on data up to t
+# reaches people at t + EVALUATION_LAG.
+EVALUATION_LAG = timedelta(minutes=3)
 
 
 def _onset(rng: random.Random) -> int:
     return 7 * 24 + rng.randrange(24)
 
 
-def s1_steady(seed: int) -> Scenario:
+def s1_steady(seed: int, fine: bool = False) -> Scenario:
     rng = random.Random(f"s1:{seed}")
     models = [_tool(rng, f"tool_{i:02d}") for i in range(20)]
     return _build("s1_steady", seed, "20 tools, 30 days, ~500 calls/h, +-50 % daily cycle, no change",
-                  30, models, quiet=True, rng=rng)  # fmt: skip
+                  30, models, quiet=True, rng=rng, fine=fine)  # fmt: skip
 
 
 def _ramp_numbers(onset: int) -> tuple[int, int]:
@@ -370,7 +429,7 @@ def _ramp_numbers(onset: int) -> tuple[int, int]:
     return cross, cross + 6
 
 
-def s2_retry_ramp(seed: int) -> Scenario:
+def s2_retry_ramp(seed: int, fine: bool = False) -> Scenario:
     rng = random.Random(f"s2:{seed}")
     onset = _onset(rng)
     cross, deadline = _ramp_numbers(onset)
@@ -378,10 +437,10 @@ def s2_retry_ramp(seed: int) -> Scenario:
     truth = Expectation("degrading", RETRY_RISE_FLAT_ERROR, _at(onset), _at(cross), _at(deadline),
                         events_per_hour=_events(models[0], cross, models[0].retry_rate))  # fmt: skip
     return _build("s2_retry_ramp", seed, "retry rate ramps x2.5 over 12 h, error rate flat", CHANGE_DAYS, models,
-                  {"degrading": _Change(retry=_ramp(onset, 12, 2.5))}, (truth,), rng=rng)  # fmt: skip
+                  {"degrading": _Change(retry=_ramp(onset, 12, 2.5))}, (truth,), rng=rng, fine=fine)  # fmt: skip
 
 
-def s3_error_spike(seed: int) -> Scenario:
+def s3_error_spike(seed: int, fine: bool = False) -> Scenario:
     rng = random.Random(f"s3:{seed}")
     onset = _onset(rng)
     models = [_tool(rng, "failing", error_rate=0.03), _tool(rng, "control")]
@@ -389,29 +448,36 @@ def s3_error_spike(seed: int) -> Scenario:
                         events_per_hour=_events(models[0], onset, models[0].error_rate))  # fmt: skip
     change = _Change(error=_step(onset, 5.0), retry=_step(onset, 2.0))
     return _build("s3_error_spike", seed, "error rate 3 % -> 15 %, retries x2 with it", CHANGE_DAYS, models,
-                  {"failing": change}, (truth,), rng=rng)  # fmt: skip
+                  {"failing": change}, (truth,), rng=rng, fine=fine)  # fmt: skip
 
 
-def s4_quiet_tool(seed: int) -> Scenario:
+def s4_quiet_tool(seed: int, fine: bool = False) -> Scenario:
     rng = random.Random(f"s4:{seed}")
     onset = _onset(rng)
     models = [_tool(rng, f"quiet_{i}", calls_per_hour=5.0) for i in range(5)]
     changes = {m.name: _Change(retry=_ramp(onset, 12, 2.5)) for m in models}
     return _build("s4_quiet_tool", seed, "5 tools at 5 calls/h with the S2 ramp: too quiet to page",
-                  CHANGE_DAYS, models, changes, rng=rng)  # fmt: skip
+                  CHANGE_DAYS, models, changes, rng=rng, fine=fine)  # fmt: skip
 
 
-def s5_retry_step(seed: int) -> Scenario:
+def s5_retry_step(seed: int, fine: bool = False) -> Scenario:
+    # The step comes at a random moment, not on the hour, and "within 2 h" is counted
+    # from it to the moment the job that fires runs: EVALUATION_LAG after the end of the
+    # data it judges (rollups settle first). So the deadline, in data time, is 2 h minus
+    # that lag after the step.
     rng = random.Random(f"s5:{seed}")
     onset = _onset(rng)
     models = [_tool(rng, "degrading"), _tool(rng, "control")]
-    truth = Expectation("degrading", RETRY_RISE_FLAT_ERROR, _at(onset), _at(onset), _at(onset + 2),
+    # Its own stream, so the traffic is the one an on-the-hour step would have.
+    step = onset + random.Random(f"s5:{seed}:minute").uniform(0.0, 1.0)
+    at = EPOCH + timedelta(hours=step)
+    truth = Expectation("degrading", RETRY_RISE_FLAT_ERROR, at, at, at + 2 * HOUR - EVALUATION_LAG,
                         events_per_hour=_events(models[0], onset, models[0].retry_rate))  # fmt: skip
-    return _build("s5_retry_step", seed, "sudden x2 retry step, error rate flat", CHANGE_DAYS, models,
-                  {"degrading": _Change(retry=_step(onset, 2.0))}, (truth,), rng=rng)  # fmt: skip
+    return _build("s5_retry_step", seed, "sudden x2 retry step at a random minute, error rate flat", CHANGE_DAYS,
+                  models, {"degrading": _Change(retry=_step(step, 2.0))}, (truth,), rng=rng, fine=fine)  # fmt: skip
 
 
-def s6_recovery(seed: int) -> Scenario:
+def s6_recovery(seed: int, fine: bool = False) -> Scenario:
     rng = random.Random(f"s6:{seed}")
     onset = _onset(rng)
     cross, deadline = _ramp_numbers(onset)
@@ -422,10 +488,10 @@ def s6_recovery(seed: int) -> Scenario:
                         events_per_hour=_events(models[0], cross, models[0].retry_rate))  # fmt: skip
     return _build("s6_recovery", seed, "the S2 ramp, held 12 h, then recovery: resolves by itself",
                   CHANGE_DAYS + 1, models, {"degrading": _Change(retry=_ramp(onset, 12, 2.5, until=recovered))},
-                  (truth,), rng=rng)  # fmt: skip
+                  (truth,), rng=rng, fine=fine)  # fmt: skip
 
 
-def s7_wasted_retries(seed: int) -> Scenario:
+def s7_wasted_retries(seed: int, fine: bool = False) -> Scenario:
     rng = random.Random(f"s7:{seed}")
     onset = _onset(rng)
     base = rng.uniform(0.001, 0.005)
@@ -433,12 +499,13 @@ def s7_wasted_retries(seed: int) -> Scenario:
     models = [_tool(rng, "wasteful", wasted_rate=base), _tool(rng, "control")]
     truth = Expectation("wasteful", WASTED_RETRIES, _at(onset), _at(onset), _at(onset + 3),
                         events_per_hour=_events(models[0], onset, base))  # fmt: skip
+    change = _Change(wasted=_per_hour(lambda i: after if i >= onset else base))
     return _build("s7_wasted_retries", seed,
-                  "a client starts retrying permanent failures: wasted/call 0.1-0.5 % -> 3-6 %", CHANGE_DAYS, models, {"wasteful": _Change(wasted=lambda i: after if i >= onset else base)},
-                  (truth,), rng=rng)  # fmt: skip
+                  "a client starts retrying permanent failures: wasted/call 0.1-0.5 % -> 3-6 %", CHANGE_DAYS, models,
+                  {"wasteful": change}, (truth,), rng=rng, fine=fine)  # fmt: skip
 
 
-def s8_escalation_silence(seed: int) -> Scenario:
+def s8_escalation_silence(seed: int, fine: bool = False) -> Scenario:
     rng = random.Random(f"s8:{seed}")
     onset = _onset(rng)
     models = [
@@ -450,19 +517,19 @@ def s8_escalation_silence(seed: int) -> Scenario:
                         events_per_hour=_events(m, onset, m.error_rate * m.escalation_share))  # fmt: skip
     return _build("s8_escalation_silence", seed, "the handoff breaks: escalations stop while errors go on",
                   CHANGE_DAYS, models, {"absorbing": _Change(escalation=_step(onset, 0.0))}, (truth,),
-                  rng=rng)  # fmt: skip
+                  rng=rng, fine=fine)  # fmt: skip
 
 
-def q_weekly_cycle(seed: int) -> Scenario:
+def q_weekly_cycle(seed: int, fine: bool = False) -> Scenario:
     rng = random.Random(f"weekly:{seed}")
     models = [_tool(rng, f"tool_{i}") for i in range(4)]
     weekend = lambda i: 0.3 if ((i // 24) % 7) >= 5 else 1.0  # noqa: E731
-    changes = {m.name: _Change(volume=weekend) for m in models}
+    changes = {m.name: _Change(volume=_per_hour(weekend)) for m in models}
     return _build("q_weekly_cycle", seed, "weekend volume -70 %, rates unchanged", 35, models, changes,
-                  quiet=True, rng=rng)  # fmt: skip
+                  quiet=True, rng=rng, fine=fine)  # fmt: skip
 
 
-def q_bursts(seed: int) -> Scenario:
+def q_bursts(seed: int, fine: bool = False) -> Scenario:
     rng = random.Random(f"bursts:{seed}")
     models = [_tool(rng, f"tool_{i}") for i in range(4)]
     changes = {}
@@ -473,12 +540,12 @@ def q_bursts(seed: int) -> Scenario:
         def volume(i: int, starts=tuple(starts)) -> float:
             return 5.0 if any(s <= i < s + 2 for s in starts) else 1.0
 
-        changes[m.name] = _Change(volume=volume)
+        changes[m.name] = _Change(volume=_per_hour(volume))
     return _build("q_bursts", seed, "bursts of x5 volume for 2 h, rates unchanged", 30, models, changes,
-                  quiet=True, rng=rng)  # fmt: skip
+                  quiet=True, rng=rng, fine=fine)  # fmt: skip
 
 
-def q_rate_cycle(seed: int) -> Scenario:
+def q_rate_cycle(seed: int, fine: bool = False) -> Scenario:
     rng = random.Random(f"ratecycle:{seed}")
     models = [_tool(rng, f"tool_{i}") for i in range(4)]
     changes = {}
@@ -487,12 +554,12 @@ def q_rate_cycle(seed: int) -> Scenario:
         def load(i: int, peak=m.peak_hour) -> float:
             return 1.0 + 0.2 * math.cos(2.0 * math.pi * ((EPOCH.hour + i) % 24 - peak) / 24.0)
 
-        changes[m.name] = _Change(retry=load, error=load)
+        changes[m.name] = _Change(retry=_per_hour(load), error=_per_hour(load))
     return _build("q_rate_cycle", seed, "retry and error rates +-20 % with the daily load", 30, models, changes,
-                  quiet=True, rng=rng)  # fmt: skip
+                  quiet=True, rng=rng, fine=fine)  # fmt: skip
 
 
-SCENARIOS: dict[str, Callable[[int], Scenario]] = {
+SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "s1_steady": s1_steady,
     "s2_retry_ramp": s2_retry_ramp,
     "s3_error_spike": s3_error_spike,
@@ -509,10 +576,13 @@ QUIET_SCENARIOS = tuple(name for name in SCENARIOS if name == "s1_steady" or nam
 CHANGE_SCENARIOS = tuple(name for name in SCENARIOS if name not in QUIET_SCENARIOS and name != "s4_quiet_tool")
 
 
-def generate(name: str, seed: int) -> Scenario:
-    """The scenario `name` (a key of SCENARIOS) for `seed`."""
+def generate(name: str, seed: int, *, fine: bool = False) -> Scenario:
+    """The scenario `name` (a key of SCENARIOS) for `seed`; with `fine`, also its 15-minute buckets.
+
+    The hourly series of a fine scenario is drawn from sub-buckets, so it differs from the
+    plain one of the same seed (same distribution, other numbers)."""
     try:
         factory = SCENARIOS[name]
     except KeyError:
         raise ValueError(f"unknown scenario {name!r} (known: {', '.join(SCENARIOS)})") from None
-    return factory(seed)
+    return factory(seed, fine)

@@ -12,16 +12,16 @@ from tests.factories import make_project
 pytestmark = pytest.mark.django_db
 
 
-def store(project, scenario) -> None:
+def store(project, scenario, *, resolution: int = 3600, series=None) -> None:
     ToolRollup.objects.bulk_create(
         [
             ToolRollup(
-                project=project, resolution=3600, bucket_start=bucket.start, tool=tool, service="svc",
+                project=project, resolution=resolution, bucket_start=bucket.start, tool=tool, service="svc",
                 calls=bucket.calls, attempts=bucket.calls + bucket.retries, errors=bucket.errors,
                 retries=bucket.retries, escalations=bucket.escalations, wasted_retries=bucket.wasted_retries,
                 resolved=bucket.calls - bucket.errors,
             )  # fmt: skip
-            for tool, buckets in scenario.series.items()
+            for tool, buckets in (series or scenario.series).items()
             for bucket in buckets
         ],
         batch_size=2000,
@@ -60,3 +60,32 @@ def test_thresholds_layer_project_then_tool_overrides():
     assert thresholds_for(project, "search").min_rise == 2.0
     assert thresholds_for(project, "search").min_recent_calls == 5
     assert thresholds_for(project, "other").min_recent_calls != 5
+
+
+def test_off_the_hour_the_job_judges_windows_ending_at_now_from_the_5_minute_rollups():
+    # Seed 2: the step comes at 15:06; by 16:00 the hour holds 54 minutes of it, too little.
+    scenario = scenarios.generate("s5_retry_step", 2, fine=True)
+    expected = scenario.expected[0]
+    project = make_project()
+    store(project, scenario)
+    # The scenario's quarter hours stand in for the 5-minute rollups: windows end on quarters.
+    store(project, scenario, resolution=300, series=scenario.fine_series)
+    quarter = dt.timedelta(minutes=15)
+    replayed = drift.replay(
+        scenario.series[expected.tool], expected.onset - dt.timedelta(hours=1), expected.deadline,
+        fine_series=scenario.fine_series[expected.tool], step=quarter,
+    )  # fmt: skip
+    (episode,) = replayed.episodes
+    assert episode.opened.minute != 0  # caught between two hourly runs
+
+    moment = expected.onset.replace(minute=0, second=0, microsecond=0) + dt.timedelta(minutes=3)
+    while moment <= episode.opened + scenarios.EVALUATION_LAG:
+        drift_evaluate(project_id=project.pk, now=moment)  # as the job does: at :03, :18, :33, :48
+        moment += quarter
+
+    alerts = list(Alert.objects.filter(project=project))
+    assert [(a.tool, a.kind) for a in alerts] == [(expected.tool, "retry_rise_flat_error")]
+    assert alerts[0].opened_at == episode.opened + scenarios.EVALUATION_LAG
+    assert alerts[0].opened_at <= expected.onset + dt.timedelta(hours=2)
+    recent = [dt.datetime.fromisoformat(moment) for moment in alerts[0].evidence["recent"]]
+    assert recent[1] == episode.opened  # the window ends at the quarter, not at the hour
