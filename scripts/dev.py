@@ -41,13 +41,15 @@ def ensure_venv(extras: str) -> None:
         print("creating .venv …", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
     stamp = VENV / ".toolwatch-installed"
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
-    if stamp.exists() and stamp.read_text() == digest:
+    project = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    # The stamp says which pyproject.toml and extras are installed; "[dev]" covers a plain run too.
+    installed, _, installed_extras = stamp.read_text().partition(";") if stamp.exists() else ("", "", "")
+    if installed == project and extras in ("", installed_extras):
         return
     print(f"installing Toolwatch{extras} into .venv …", flush=True)
     _run(str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     _run(str(PYTHON), "-m", "pip", "install", "--quiet", "-e", f".{extras}")
-    stamp.write_text(digest)
+    stamp.write_text(f"{project};{extras}")
 
 
 def manage(*args: str) -> None:
@@ -55,7 +57,7 @@ def manage(*args: str) -> None:
 
 
 def run() -> None:
-    ensure_venv("[dev]")
+    ensure_venv("")  # the app alone: the test tools (pytest, playwright, …) come with `test`
     os.environ.setdefault("DEBUG", "1")
     manage("migrate", "--no-input", "-v", "0")
     manage("collectstatic", "--no-input", "-v", "0")
