@@ -5,7 +5,7 @@ Every untrusted string (tool names, refusal reasons) goes through `charts.text()
 
 from __future__ import annotations
 
-from dashboard.charts import METRIC_COLOURS, base_layout, iso, text
+from dashboard.charts import METRIC_COLOURS, base_layout, count_axis, iso, text
 from dashboard.selectors_alerts import Evidence
 from dashboard.selectors_health import IngestHealth
 
@@ -69,6 +69,7 @@ def alert_evidence_figure(evidence: Evidence, *, kind: str, tool: str) -> dict |
                 "hovertemplate": f"%{{y:.3f}} {label}<extra>{text(tool)}</extra>",
             }  # fmt: skip
         )
+    calls_top = 3 * max((point["calls"] or 0 for point in points), default=0) or 1
     shapes, annotations = [], []
     if evidence.baseline:
         shapes.append(_window_shape(evidence.baseline, METRIC_COLOURS["baseline"]))
@@ -82,10 +83,11 @@ def alert_evidence_figure(evidence: Evidence, *, kind: str, tool: str) -> dict |
         margin={"l": 48, "r": 56, "t": 28, "b": 36},
         yaxis={"gridcolor": "#eef0f3", "rangemode": "tozero", "title": {"text": "per call"}},
         # Volume is context, not the story: its bars keep to the bottom third, under the rates.
-        yaxis2={
-            "overlaying": "y", "side": "right", "showgrid": False, "title": {"text": "calls"},
-            "range": [0, 3 * max((point["calls"] for point in points), default=0) or 1],
-        },  # fmt: skip
+        # Its own whole-number ticks ("sync" would put them on the rate axis's gridlines: 47.3, 94.5).
+        yaxis2=count_axis(
+            calls_top, overlaying="y", side="right", showgrid=False, title={"text": "calls"}, tickmode="auto",
+            range=[0, calls_top],
+        ),
         bargap=0.1,
     )
     return {"data": data, "layout": layout}
@@ -101,6 +103,10 @@ def _reasons_hover(per_hour: list[dict[str, int]]) -> list[str]:
             lines.append(f"and {more} more reasons")
         hover.append("<br>".join(lines))
     return hover
+
+
+def _counts(series: dict, *outcomes: str) -> dict:
+    return count_axis(max((max(series[outcome], default=0) for outcome in outcomes), default=0))
 
 
 def ingest_health_figure(health: IngestHealth) -> dict:
@@ -129,8 +135,12 @@ def ingest_health_figure(health: IngestHealth) -> dict:
     layout = base_layout(
         height=360,
         barmode="group",
-        yaxis={"domain": [0.42, 1], "gridcolor": "#eef0f3", "rangemode": "tozero", "title": {"text": "spans"}},
-        yaxis2={"domain": [0, 0.32], "anchor": "x", "gridcolor": "#eef0f3", "rangemode": "tozero",
-                "title": {"text": "problems"}},  # fmt: skip
+        # One x axis for both panels, drawn once under the lower one: the dates would otherwise
+        # sit between the panels, on top of the lower panel's ticks.
+        xaxis={"type": "date", "gridcolor": "#eef0f3", "anchor": "y2"},
+        yaxis={"domain": [0.42, 1], "anchor": "x", "title": {"text": "spans"},
+               **_counts(health.series, "accepted", "duplicate")},
+        yaxis2={"domain": [0, 0.32], "anchor": "x", "title": {"text": "problems"},
+                **_counts(health.series, "rejected", "refused")},
     )
     return {"data": data, "layout": layout}

@@ -57,9 +57,23 @@ def iso(moment) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
+def count_axis(top, **overrides) -> dict:
+    """A y axis of counts: whole-number ticks only. Plotly's automatic ticks step by 0.5 (or 0.2)
+    when the counts are small, so up to a handful the step is fixed at 1; above that its automatic
+    steps are whole numbers anyway and `,d` adds the thousands separators."""
+    # automargin: "60,000" is wider than the default margin, and would run into the axis title.
+    axis = {"gridcolor": "#eef0f3", "rangemode": "tozero", "tickformat": ",d", "automargin": True}
+    if (top or 0) <= 5:
+        axis.update(tick0=0, dtick=1)
+    axis.update(overrides)
+    return axis
+
+
 # --- the overview and tool pages ----------------------------------------------------------
 
 RATE_LABELS = {"error_rate": "Error rate", "retry_rate": "Retry rate", "escalation_rate": "Escalation rate"}
+# The least a rate axis spans: a rate that stays at zero reads as a flat line on 0-1 %, not 0-100 %.
+RATE_MIN_SPAN = 0.01
 LATENCY_COLOURS = {"p50_ms": "#2456d6", "p95_ms": "#d97706", "p99_ms": "#dc2626"}
 
 
@@ -87,6 +101,15 @@ def sparkline_path(values: list[float | None], *, width: int = 120, height: int 
     if len(present) == 1:  # a lone point: a short dash, so it shows
         parts.append("h2")
     return " ".join(parts)
+
+
+def _rate_axis(values: list) -> dict:
+    """A rate axis from zero: Plotly's own range, unless every value is below RATE_MIN_SPAN
+    (all zero, say), where its autorange would span 0-100 % for a flat line at the bottom."""
+    axis = {"gridcolor": "#eef0f3", "rangemode": "tozero", "tickformat": ".1~%"}
+    if max((value for value in values if value is not None), default=0) < RATE_MIN_SPAN:
+        axis["range"] = [0, RATE_MIN_SPAN]
+    return axis
 
 
 def rate_figure(points: list[dict], band: list[dict | None], *, metric: str, tool: str) -> dict:
@@ -117,7 +140,7 @@ def rate_figure(points: list[dict], band: list[dict | None], *, metric: str, too
         "layout": base_layout(
             title={"text": label, "font": {"size": 13}, "x": 0, "xanchor": "left"},
             margin={"l": 48, "r": 12, "t": 32, "b": 32}, showlegend=False,
-            yaxis={"gridcolor": "#eef0f3", "rangemode": "tozero", "tickformat": ".1~%"},
+            yaxis=_rate_axis([*[point[metric] for point in points], *high]),
         ),
     }
 
@@ -132,7 +155,7 @@ def volume_figure(points: list[dict], *, tool: str) -> dict:
             {"type": "scatter", "mode": "lines", "x": x, "y": [point["attempts"] for point in points],
              "name": "attempts", "line": {"color": "#1d2430", "width": 1.5}},
         ],  # fmt: skip
-        "layout": base_layout(bargap=0.15),
+        "layout": base_layout(bargap=0.15, yaxis=count_axis(max((p["attempts"] or 0 for p in points), default=0))),
     }
 
 
@@ -145,7 +168,9 @@ def classes_figure(points: list[dict]) -> dict:
         for name, colour in CLASS_COLOURS.items()
         if any(point[f"err_{name}"] for point in points)
     ]  # fmt: skip
-    return {"data": data, "layout": base_layout(barmode="stack", bargap=0.15)}
+    # The tallest stack, for the count axis; the legend shows even for one class (it names it).
+    top = max((sum(point[f"err_{name}"] or 0 for name in CLASS_COLOURS) for point in points), default=0)
+    return {"data": data, "layout": base_layout(barmode="stack", bargap=0.15, showlegend=True, yaxis=count_axis(top))}
 
 
 def latency_figure(points: list[dict]) -> dict:

@@ -107,6 +107,15 @@ def promote(request, project, trace_id, span_id):
     )
 
 
+def _span_failed(span: dict) -> bool:
+    """A span drawn red, as the trace waterfall draws it: its tool call failed (a soft failure
+    too, with the span's status OK), or the span's status is ERROR."""
+    call = span.get("tool_call")
+    if isinstance(call, dict) and call.get("ok") is False:
+        return True
+    return span.get("status_code") == 2
+
+
 @login_required
 def case_detail(request, project, pk):
     scope = page_scope(request, project)
@@ -120,6 +129,7 @@ def case_detail(request, project, pk):
             "attributes_json": _pretty(span["attributes"]),
             "events_json": _pretty(span["events"]),
             "tool_call_json": _pretty(span["tool_call"]),
+            "failed": _span_failed(span),
         }
         for span in snapshots.waterfall(list(case.snapshot.values()))
     ]

@@ -42,3 +42,21 @@ def as_query(params) -> str:
 
     params = {name: value for name, value in (params or {}).items() if value not in (None, "")}
     return "?" + urlencode(params) if params else ""
+
+
+@register.filter
+def num(value) -> str:
+    """A count with thousands separators, `20,076`, the same way everywhere (the alert page's
+    statistics already read so); an em dash for None, anything that is not a number as is."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value.is_integer() else f"{value:,.2f}".rstrip("0").rstrip(".")
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)

@@ -104,7 +104,10 @@ def alert_detail(request, project, pk):
         kind_explanation=kind_explanation(alert.kind),
         evidence=evidence,
         figure=alert_evidence_figure(evidence, kind=alert.kind, tool=alert.tool),
-        samples=[(trace_id, _url("trace", scope.project.slug, trace_id)) for trace_id in evidence.sample_trace_ids],
+        # Several sampled calls can share one trace: list each trace once, in the order sampled.
+        samples=[
+            (trace_id, _url("trace", scope.project.slug, trace_id)) for trace_id in dict.fromkeys(evidence.sample_trace_ids)
+        ],
         deliveries=alert_deliveries(alert),
         history=_history(alert),
         is_muted=alert.is_muted(timezone.now()),

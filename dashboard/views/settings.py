@@ -39,7 +39,15 @@ KNOWN_TOOLS_LIMIT = 500
 # --- forms: types and labels only; the services judge the values -----------------------
 
 
-class _SectionForm(forms.Form):
+class _PlainLabelsForm(forms.Form):
+    """Labels without Django's trailing colon ("Name", not "Name:"), like every other form of the app."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
+
+class _SectionForm(_PlainLabelsForm):
     """The settings page holds several forms: each gets its own element ids, so a label's
     `for` finds its own field (two `id_name`s would send "Key name" to the project's name)."""
 
@@ -68,7 +76,7 @@ class ProjectForm(_SectionForm):
     )
 
 
-class ProjectCreateForm(forms.Form):
+class ProjectCreateForm(_PlainLabelsForm):
     name = forms.CharField(max_length=ps.MAX_NAME)
     slug = forms.CharField(
         required=False, max_length=ps.MAX_SLUG,
@@ -90,7 +98,7 @@ class KeyForm(_SectionForm):
     )  # fmt: skip
 
 
-class ChannelForm(forms.Form):
+class ChannelForm(_PlainLabelsForm):
     kind = forms.ChoiceField(
         choices=AlertChannel.Kind.choices,
         help_text="Webhook: a signed JSON POST. Slack: a Slack-compatible incoming-webhook URL. Email: addresses.",

@@ -158,3 +158,21 @@ def test_the_ingest_chart_has_one_trace_per_outcome_and_escapes_reasons_in_its_h
     assert refused["y"] == [0, 0, 0, 2]
     assert refused["hovertext"][3] == "2 × &lt;script&gt;alert(1)&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;"
     assert "<script>" not in json.dumps(figure)
+
+
+def test_the_evidence_charts_calls_axis_ticks_whole_numbers_of_its_own():
+    figure = alert_evidence_figure(evidence_of(alert_with(stored_evidence())), kind="retry_rise_flat_error", tool="x")
+    calls = figure["layout"]["yaxis2"]
+
+    assert calls["tickformat"] == ",d"
+    assert calls["tickmode"] == "auto"  # not synced to the rate axis's gridlines (47.3, 94.5, ...)
+    assert calls["range"] == [0, 3 * 105]
+
+
+def test_the_ingest_chart_draws_its_dates_once_under_the_lower_panel_and_counts_in_whole_numbers():
+    layout = ingest_health_figure(ingest_health_from_rows(rows(), NOW - 3 * HOUR, NOW + HOUR))["layout"]
+
+    assert layout["xaxis"]["anchor"] == "y2"
+    assert layout["yaxis2"]["domain"][1] < layout["yaxis"]["domain"][0]
+    assert layout["yaxis2"]["tickformat"] == layout["yaxis"]["tickformat"] == ",d"
+    assert layout["yaxis2"]["dtick"] == 1  # two refusals: 0, 1, 2, not 0.5 steps

@@ -178,6 +178,18 @@ def test_the_alert_page_explains_the_kind_and_shows_the_evidence_chart_numbers_a
     assert f'href="/p/support/traces/{TRACE_ID}/"' in html
 
 
+def test_the_alert_page_lists_each_sample_trace_once_in_the_order_sampled(logged_in, project):
+    other = "a" * 32
+    alert = make_alert(project)
+    alert.evidence["sample_trace_ids"] = [TRACE_ID, TRACE_ID, other, TRACE_ID, other]
+    alert.save(update_fields=["evidence"])
+
+    response = logged_in.get(f"/p/support/alerts/{alert.pk}/")
+
+    assert [trace_id for trace_id, _ in response.context["samples"]] == [TRACE_ID, other]
+    assert response.content.decode().count(f'href="/p/support/traces/{TRACE_ID}/"') == 1
+
+
 def test_the_alert_page_shows_the_delivery_log_but_never_the_channels_target_or_secret(logged_in, project):
     alert = make_alert(project)
     delivery = make_delivery(alert, last_error="HTTP 503: upstream down", response_code=503, attempts=6)

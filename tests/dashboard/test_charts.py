@@ -107,3 +107,36 @@ def test_a_sparkline_of_a_quiet_tool_is_empty_and_a_lone_point_shows():
     assert charts.sparkline_path([None, None]) == ""
     assert charts.sparkline_path([None, 0.5]).endswith("h2")
     assert charts.sparkline_path([0.0, 0.0])  # all zero: a flat line at the bottom, not a division by zero
+
+
+def test_a_count_axis_ticks_whole_numbers_only():
+    assert charts.count_axis(2)["tickformat"] == ",d"
+    assert (charts.count_axis(2)["tick0"], charts.count_axis(2)["dtick"]) == (0, 1)  # not 0.5 steps
+    assert "dtick" not in charts.count_axis(400)  # Plotly's own steps are whole numbers there
+
+
+def test_errors_by_class_name_even_a_single_class_on_a_whole_number_axis():
+    series = points()
+    for point in series:
+        point["err_permission"] = 0
+    figure = charts.classes_figure(series)
+
+    assert [trace["name"] for trace in figure["data"]] == ["transient"]
+    assert figure["layout"]["showlegend"] is True
+    assert figure["layout"]["yaxis"]["tickformat"] == ",d"
+    assert figure["layout"]["yaxis"]["dtick"] == 1
+
+
+def test_a_rate_that_stays_at_zero_is_drawn_on_0_to_1_percent_not_0_to_100():
+    quiet = points()
+    for point in quiet:
+        point["escalation_rate"] = 0.0
+    figure = charts.rate_figure(quiet, [], metric="escalation_rate", tool="lookup")
+
+    assert figure["layout"]["yaxis"]["range"] == [0, charts.RATE_MIN_SPAN]
+
+
+def test_a_rate_above_the_minimum_span_keeps_plotlys_own_range():
+    figure = charts.rate_figure(points(), band(), metric="retry_rate", tool="lookup")
+
+    assert "range" not in figure["layout"]["yaxis"]

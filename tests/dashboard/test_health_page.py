@@ -60,6 +60,23 @@ def test_the_page_charts_each_outcome_and_totals_them_over_the_range(logged_in, 
     assert "Refused requests" in html
 
 
+def test_totals_read_with_thousands_separators_and_only_problems_above_zero_are_coloured(logged_in, project):
+    stat(project, "accepted", 20076)
+    stat(project, "refused", 3, "415 unsupported media type text/plain")
+
+    html = logged_in.get("/p/support/health/").content.decode()
+
+    assert "<dd>20,076</dd>" in html
+    assert 'class="total total-refused nonzero"' in html
+    assert 'class="total total-rejected"' in html  # 0 rejected: not in the alarm colour
+
+
+def test_the_num_filter_writes_counts_the_same_way_everywhere():
+    from dashboard.templatetags.toolwatch import num
+
+    assert [num(20076), num(0), num(None), num(1234.0), num(12.5), num("7")] == ["20,076", "0", "—", "1,234", "12.5", "7"]
+
+
 def test_the_range_of_the_page_is_the_range_counted(logged_in, project):
     stat(project, "accepted", 5000, hours_ago=30)
 

@@ -79,6 +79,16 @@ def test_an_owner_sees_every_section_with_its_forms(client, team):
     assert "Save project settings" in html and "Create API key" in html and "Add member" in html
 
 
+def test_settings_labels_have_no_trailing_colon_like_every_other_form(client, team):
+    owner = as_user(client, team.owner)
+    pages = [team.url("settings"), team.url("settings-channel-create"), reverse("settings-project-create")]
+    for url in pages:
+        labels = re.findall(r"<label[^>]*>([^<]*)</label>", page(owner.get(url)))
+        assert labels, url
+        assert not [label for label in labels if label.strip().endswith(":")], url
+    assert re.search(r"<label[^>]*>Retention \(days\)</label>", page(owner.get(team.url("settings"))))
+
+
 def test_a_member_sees_settings_read_only(client, team):
     html = page(as_user(client, team.member).get(team.url("settings")))
 

@@ -185,6 +185,15 @@ def test_revoking_a_token_marks_it_revoked_with_a_message(client, alice):
     assert "Revoked" in page
 
 
+def test_revoke_is_drawn_as_a_danger_button_like_the_settings_revoke(client, alice):
+    tokens.api_token_create(user=alice, name="ci")
+    client.force_login(alice)
+
+    page = client.get(URL).content.decode()
+
+    assert '<button type="submit" class="danger" aria-label="Revoke ci">Revoke</button>' in page
+
+
 def test_revoking_needs_a_post(client, alice):
     token, _ = tokens.api_token_create(user=alice, name="ci")
     client.force_login(alice)

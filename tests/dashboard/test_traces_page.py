@@ -132,6 +132,16 @@ def test_it_lists_one_row_per_tool_call_newest_first_with_its_details(client, mi
     assert f'href="/p/alpha/traces/{trace_id(6)}/?range=24h#call-{span_id(6)}"' in page
 
 
+def test_the_why_column_is_cut_short_with_its_full_text_in_a_title(client, mixed):
+    page = explorer(client, mixed).content.decode()
+    why = ToolCall.objects.get(span_id=span_id(2)).classified_by
+
+    cells = re.findall(r'<td class="muted why"><span class="clip" title="([^"]*)">', page)
+    assert len(cells) == 6
+    assert why in [unescape(title) for title in cells]
+    assert '<div class="tablewrap">' in page  # a wide table scrolls inside itself, never the page
+
+
 @pytest.mark.parametrize(
     ("params", "expected"),
     [
@@ -260,6 +270,15 @@ def test_the_first_page_has_no_newer_link_and_the_last_no_older_link(client, man
 
     assert response.context["older_url"] == "" and response.context["newer_url"] == ""
     assert "Older →" not in response.content.decode()
+
+
+def test_the_end_of_the_pages_is_a_disabled_link_drawn_like_the_live_one(client, many, monkeypatch):
+    monkeypatch.setattr(selectors_traces, "PAGE_SIZE", 5)
+
+    page = explorer(client, many).content.decode()
+
+    assert '<a role="link" aria-disabled="true">← Newer</a>' in page
+    assert 'rel="next">Older →</a>' in page
 
 
 def test_page_links_keep_every_filter(client, many, monkeypatch):

@@ -139,6 +139,9 @@ def test_the_promote_page_is_prefilled_from_the_failure(member_client, project, 
     assert 'value="field_named" id="id_contract_checks_3" checked' in page
     assert '<option value="repair" selected>' in page
     assert "csrfmiddlewaretoken" in page
+    # The tags' help text sits under the field and describes it; the heading comes before the csrf input.
+    assert 'aria-describedby="id_tags_helptext"' in page and '<p class="helptext muted" id="id_tags_helptext">' in page
+    assert page.index('id="expect-heading"') < page.index("csrfmiddlewaretoken", page.index('class="card evalform"'))
 
 
 def test_posting_the_promote_form_creates_the_case_and_shows_it(member_client, project, failure):
@@ -197,6 +200,9 @@ def test_the_case_page_shows_snapshot_observed_expectation_versions_runs_and_rec
     assert "sha256:" in page and 'class="regressed"' in page
     assert "Recurring:</strong> 1 call with this failure" in page and "the latest trace</a>" in page
     assert ">Edit</a>" in page and ">Retire</button>" in page and ">Pin</button>" not in page
+    assert 'class="button secondary"' in page  # Edit looks like Retire: both secondary
+    # The promoted call failed: its snapshot row and bar are drawn failed, as in the trace waterfall.
+    assert 'class="role-tool span-failed"' in page and "wf-bar role-tool wf-failed" in page
 
 
 def test_hostile_strings_from_ingest_render_as_text_everywhere(client, member_client, project, project_key):
