@@ -15,8 +15,11 @@ A benchmark that prints figures, not a test. Phases:
    failing). Then the spans of every trace, derived from those rows in SQL: an
    `invoke_agent` root span per trace and an `execute_tool` span per tool call, with the
    attributes, resource and exception event ingest would store. Then the rollups with
-   `dashboard.rollups.rollups_recompute`, a day at a time (the slow part: ~10 min for
-   10 M), and VACUUM ANALYZE, as autovacuum would have done to settled partitions.
+   `dashboard.rollups.rollups_recompute`, a day at a time, with five-minute rows for the last
+   FINE_HORIZON only, as the scheduled jobs keep them (the slow part: ~14 min for 10 M on a
+   loaded box), and VACUUM ANALYZE, as autovacuum would have done to settled partitions.
+   With --reuse, data generated with other rollup code (ROLLUPS_VERSION) is migrated and its
+   rollups recomputed, keeping the calls and spans.
 2. Pages: each URL requested --warmup times, then --runs times through Django's test
    `Client` (force_login as a project member, DEBUG off), timing the whole request;
    p50 / p95 / max per page, the response size, the number of queries and their time
@@ -56,6 +59,8 @@ from bench.rollup import (  # noqa: E402 - after the sys.path line, so the scrip
 )
 
 META_VERSION = 1
+# Bumped when the rollup tables change shape: --reuse then migrates and recomputes the rollups only.
+ROLLUPS_VERSION = 2
 PROJECT_SLUG = "pages-bench"
 USERNAME = "bench"
 TARGET_P95_MS = 150.0
@@ -110,13 +115,22 @@ def generate_spans(url: str, project_id: int, first_day: dt.date, days: int, wor
         return sum(pool.map(one_day, range(days)))
 
 
-def recompute_rollups(project_id: int, first_day: dt.date, days: int) -> int:
-    from dashboard.rollups import rollups_recompute
+def recompute_rollups(url: str, project_id: int, first_day: dt.date, days: int) -> int:
+    """All rollups from scratch, a day at a time, then VACUUM ANALYZE; returns ToolRollup rows."""
+    from django.db import connection
 
+    from dashboard.rollups import FINE_HORIZON, rollups_recompute
+
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE dashboard_toolrollup, dashboard_toolrolluptotal")
+    fine_since = dt.datetime.now(dt.UTC) - FINE_HORIZON
     written = 0
     for index in range(days):
         start = day_start(first_day + dt.timedelta(days=index))
-        written += rollups_recompute(project_id=project_id, start=start, end=start + dt.timedelta(days=1))
+        written += rollups_recompute(project_id=project_id, start=start, end=start + dt.timedelta(days=1), fine_since=fine_since)
+    with _connect(url) as conn:
+        conn.execute("VACUUM (ANALYZE) dashboard_toolrollup")
+        conn.execute("VACUUM (ANALYZE) dashboard_toolrolluptotal")
     return written
 
 
@@ -130,6 +144,16 @@ def setup(args) -> dict:
         log(f"[setup] --reuse: keeping the data generated on {meta['generated_on']} ({_fmt(meta['calls'])} calls, "
             f"{_fmt(meta['spans'])} spans, {_fmt(meta['rollup_rows'])} rollup rows)")  # fmt: skip
         django_setup(url)
+        if meta.get("rollups_version") != ROLLUPS_VERSION:
+            from django.core.management import call_command
+
+            t = time.perf_counter()
+            call_command("migrate", interactive=False, verbosity=0)
+            meta["rollup_rows"] = recompute_rollups(url, meta["project_id"], dt.date.fromisoformat(meta["first_day"]), meta["days"])
+            meta["rollups_version"] = ROLLUPS_VERSION
+            write_meta(url, meta)
+            log(f"  rollups from older code: migrated and recomputed ({_fmt(meta['rollup_rows'])} rows) in "
+                f"{time.perf_counter() - t:.1f} s")  # fmt: skip
         return meta
     if args.reuse:
         log(f"[setup] --reuse: no matching data in the bench database ({meta}); generating")
@@ -163,12 +187,11 @@ def setup(args) -> dict:
         conn.execute("VACUUM (ANALYZE) ingest_span")
     log(f"  VACUUM ANALYZE in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
-    rollup_rows = recompute_rollups(project.pk, first_day, args.days)
-    with _connect(url) as conn:
-        conn.execute("VACUUM (ANALYZE) dashboard_toolrollup")
+    rollup_rows = recompute_rollups(url, project.pk, first_day, args.days)
     log(f"  {_fmt(rollup_rows)} rollup rows (rollups_recompute a day at a time) in {time.perf_counter() - t:.1f} s")
     meta = {**wanted, "project_id": project.pk, "first_day": first_day.isoformat(), "spans": spans,
-            "rollup_rows": rollup_rows, "generated_on": dt.date.today().isoformat()}  # fmt: skip
+            "rollup_rows": rollup_rows, "rollups_version": ROLLUPS_VERSION,
+            "generated_on": dt.date.today().isoformat()}  # fmt: skip
     write_meta(url, meta)
     log(f"[setup] done in {time.perf_counter() - t0:.0f} s")
     return meta

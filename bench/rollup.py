@@ -528,7 +528,7 @@ def full_recompute(project_id: int, start: dt.datetime, end: dt.datetime, chunk:
     from dashboard.rollups import rollups_recompute
 
     with connection.cursor() as cursor:  # a rebuild from nothing, run after run (one project in this database)
-        cursor.execute("TRUNCATE dashboard_toolrollup")
+        cursor.execute("TRUNCATE dashboard_toolrollup, dashboard_toolrolluptotal")
     timer.reset()
     chunks = []
     t0 = time.perf_counter()
@@ -616,10 +616,11 @@ def incremental(args, url: str, project_id: int, hour: dt.datetime, timer: Phase
         # Back to the generated data only: the live rows out, the rollups of the hours they touched redone.
         t = time.perf_counter()
         deleted = delete_live_rows(conn, project_id, hour + HOUR, args.late_hours)
-    from dashboard.models import ToolRollup
+    from dashboard.models import ToolRollup, ToolRollupTotal
     from dashboard.rollups import rollups_recompute
 
-    ToolRollup.objects.filter(project_id=project_id, bucket_start__gte=hour).delete()
+    for model in (ToolRollup, ToolRollupTotal):
+        model.objects.filter(project_id=project_id, bucket_start__gte=hour).delete()
     rollups_recompute(project_id=project_id, start=hour - dt.timedelta(hours=args.late_hours + 1), end=hour)
     log(f"  cleanup: {_fmt(deleted)} live rows deleted, the rollups of the last {args.late_hours + 1} h recomputed "
         f"in {time.perf_counter() - t:.1f} s")  # fmt: skip

@@ -70,6 +70,52 @@ class ToolRollup(models.Model):
         ]
 
 
+
+class ToolRollupTotal(models.Model):
+    """ToolRollup summed over service, environment and agent: one row per tool and bucket.
+
+    Pages without a dimension filter (the default) read these instead of the dimensioned
+    rows, which are ~hundreds of times more (one per service × environment × agent seen).
+    Written by dashboard.rollups with the ToolRollup rows they sum, in the same transaction,
+    and replaced over the same ranges, so the two always agree.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    resolution = models.IntegerField(choices=ToolRollup.Resolution.choices)
+    bucket_start = models.DateTimeField()
+    tool = models.CharField(max_length=256)
+
+    calls = models.IntegerField(default=0)
+    attempts = models.IntegerField(default=0)
+    retries = models.IntegerField(default=0)
+    failed_retries = models.IntegerField(default=0)
+    wasted_retries = models.IntegerField(default=0)
+    blind_retries = models.IntegerField(default=0)
+    errors = models.IntegerField(default=0)
+    resolved = models.IntegerField(default=0)
+    escalations = models.IntegerField(default=0)
+    err_transient = models.IntegerField(default=0)
+    err_validation = models.IntegerField(default=0)
+    err_permission = models.IntegerField(default=0)
+    err_not_found = models.IntegerField(default=0)
+    err_business = models.IntegerField(default=0)
+    err_user_input = models.IntegerField(default=0)
+    err_fatal = models.IntegerField(default=0)
+    err_unknown = models.IntegerField(default=0)
+    latency_hist = models.JSONField(default=dict)
+    contract = models.JSONField(default=dict)
+    # The bucket's failed attempts by fingerprint, so the tool page's top fingerprints need not
+    # group the raw calls: {fingerprint: [count, first seen, last seen (ISO), max class, max
+    # message (first 256 characters)]}. Not in ToolRollup: the failures are not split by dimension.
+    failures = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "resolution", "bucket_start", "tool"], name="toolrolluptotal_unique")
+        ]
+        # The unique index serves range scans (project, resolution, bucket_start); this one a tool's.
+        indexes = [models.Index(fields=["project", "resolution", "tool", "bucket_start"], name="toolrolluptotal_tool_range")]
+
 # ---------------------------------------------------------------------------------------
 # Alerts (SPEC 6): one open alert per (project, tool, kind), delivered to the project's
 # channels. The lifecycle lives in dashboard.alerts, sending in dashboard.delivery.

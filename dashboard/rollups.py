@@ -4,7 +4,9 @@ Ingest queues the hour of every tool call it stores (ingest.ChangedHour, in the 
 transaction). `rollups_refresh` claims a project's queued hours and recomputes each
 with the hour before it (a retry arriving late can change a call that started then):
 it loads the attempts around the range, links them into logical calls
-(dashboard.attempts), and replaces the range's rollup rows. Recomputing instead of
+(dashboard.attempts), and replaces the range's rollup rows: ToolRollup per tool and
+dimension, and ToolRollupTotal, their sums per tool (what pages without a dimension
+filter read), in the same transaction. Recomputing instead of
 incrementing makes a rerun, a late span or a resend harmless: the rows come out the
 same. On PostgreSQL an advisory lock keeps two runs off the same project.
 """
@@ -22,7 +24,7 @@ from django.db import connection, transaction
 
 from dashboard import histograms
 from dashboard.attempts import Attempt, CallTotals, LogicalCall, call_counts, link_attempts
-from dashboard.models import ERROR_CLASSES, ToolRollup
+from dashboard.models import ERROR_CLASSES, ToolRollup, ToolRollupTotal
 from django.utils import timezone
 
 from ingest.models import ChangedHour, Project, ToolCall
@@ -106,6 +108,14 @@ _ROLLUP_TYPES = (
 )  # fmt: skip
 
 
+# ToolRollupTotal: the same without the dimension columns, plus the failures by fingerprint.
+TOTAL_COLUMNS = (*(name for name in ROLLUP_COLUMNS if name not in ("service", "environment", "agent")), "failures")
+_TOTAL_TYPES = (*(kind for name, kind in zip(ROLLUP_COLUMNS, _ROLLUP_TYPES) if name in TOTAL_COLUMNS), "jsonb")
+# The sample message kept per fingerprint: the tool page shows 200 characters of it.
+FAILURE_MESSAGE_CHARS = 256
+_COUNTS = slice(7, len(ROLLUP_COLUMNS) - 2)  # the count columns of a ROLLUP_COLUMNS row
+
+
 def _rows(project_id: int, buckets: dict[tuple, _Bucket]) -> list[tuple]:
     """Rollup rows as tuples in ROLLUP_COLUMNS order."""
     rows = []
@@ -120,13 +130,107 @@ def _rows(project_id: int, buckets: dict[tuple, _Bucket]) -> list[tuple]:
     return rows
 
 
-def _write_rows(rows: list[tuple]) -> None:
-    """Insert rollup rows: binary COPY on PostgreSQL (bulk_create was 44 % of a full recompute)."""
+def total_rows(rows: list[tuple], failures: dict[tuple, dict] | None = None) -> list[tuple]:
+    """Pure: ROLLUP_COLUMNS rows summed over service, environment and agent, as TOTAL_COLUMNS
+    rows (one per resolution, bucket and tool). Counts add, histograms merge bin by bin and
+    contract tallies add, so a total is exactly what its calls would give undivided.
+    `failures` ({(project, resolution, bucket start, tool): {fingerprint: [...]}}) fills the
+    failures column; a bucket with failed attempts but no call starting in it (a late retry)
+    gets a row of zero counts."""
+    failures = failures or {}
+    sums: dict[tuple, list] = {}
+    for key in failures:
+        sums[key] = [[0] * len(ROLLUP_COLUMNS[_COUNTS]), [], {}]
+    for row in rows:
+        key = row[:4]  # project, resolution, bucket start, tool
+        entry = sums.get(key)
+        if entry is None:
+            entry = sums[key] = [list(row[_COUNTS]), [row[-2]], {}]
+        else:
+            counts = entry[0]
+            for index, value in enumerate(row[_COUNTS]):
+                counts[index] += value
+            entry[1].append(row[-2])
+        for check, (passed, applicable) in row[-1].items():
+            tally = entry[2].setdefault(check, [0, 0])
+            tally[0] += passed
+            tally[1] += applicable
+    return [
+        (*key, *counts, histograms.merge(hists) if len(hists) != 1 else hists[0], dict(sorted(contract.items())),
+         dict(sorted(failures.get(key, {}).items())))
+        for key, (counts, hists, contract) in sorted(sums.items())
+    ]  # fmt: skip
+
+
+def merge_failures(target: dict[str, list], more: dict[str, list]) -> dict[str, list]:
+    """Pure: fold one bucket's {fingerprint: [count, first, last, class, message]} into `target`
+    (counts add; the earliest first, the latest last, the greatest class and message)."""
+    for fingerprint, (count, first, last, error_class, message) in more.items():
+        seen = target.get(fingerprint)
+        if seen is None:
+            target[fingerprint] = [count, first, last, error_class, message]
+        else:
+            seen[0] += count
+            seen[1] = min(seen[1], first)  # ISO strings in UTC: ordered as the times are
+            seen[2] = max(seen[2], last)
+            seen[3] = max(seen[3], error_class)
+            seen[4] = max(seen[4], message)
+    return target
+
+
+_FAILURES_SQL = {
+    "postgresql": "date_bin('300 seconds', start_time, TIMESTAMPTZ '1970-01-01 00:00:00+00')",
+    "sqlite": "datetime((CAST(strftime('%%s', start_time) AS INTEGER) / 300) * 300, 'unixepoch')",
+}
+
+
+def load_failures(
+    project_id: int, start: dt.datetime, end: dt.datetime, *, fine_since: dt.datetime | None = None
+) -> dict[tuple, dict]:
+    """The failed attempts that started in [start, end) grouped by fingerprint per 5-minute and
+    hour bucket and tool (one grouped query): {(project, resolution, bucket start, tool):
+    {fingerprint: [count, first seen, last seen, class, message]}}, ISO times in UTC."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_FAILURES_SQL[connection.vendor]}, tool, fingerprint, COUNT(*), MIN(start_time), MAX(start_time), "
+            "MAX(error_class), MAX(message) FROM ingest_toolcall WHERE project_id = %s AND start_time >= %s "
+            "AND start_time < %s AND NOT ok AND fingerprint <> '' GROUP BY 1, 2, 3",
+            [project_id, start, end],
+        )
+        groups = cursor.fetchall()
+    fine_epoch = int(fine_since.timestamp()) if fine_since else None
+    found: dict[tuple, dict] = {}
+    for bucket, tool, fingerprint, count, first, last, error_class, message in groups:
+        epoch = int(_aware(bucket).timestamp())
+        first, last = (_aware(moment).isoformat(timespec="microseconds") for moment in (first, last))
+        entry = {fingerprint: [count, first, last, error_class, message[:FAILURE_MESSAGE_CHARS]]}
+        for resolution in RESOLUTIONS:
+            if resolution < 3600 and fine_epoch is not None and epoch < fine_epoch:
+                continue
+            moment = dt.datetime.fromtimestamp(epoch - epoch % resolution, tz=dt.UTC)
+            merge_failures(found.setdefault((project_id, int(resolution), moment, tool), {}), entry)
+    return found
+
+
+def _write_rows(rows: list[tuple], model=ToolRollup) -> None:
+    """Insert rollup rows (ToolRollup's, or with model=ToolRollupTotal, total_rows' ones): binary
+    COPY on PostgreSQL (bulk_create was 44 % of a full recompute)."""
+    columns, types = (ROLLUP_COLUMNS, _ROLLUP_TYPES) if model is ToolRollup else (TOTAL_COLUMNS, _TOTAL_TYPES)
     if connection.vendor != "postgresql":
-        ToolRollup.objects.bulk_create([ToolRollup(**dict(zip(ROLLUP_COLUMNS, row))) for row in rows], batch_size=1000)
+        model.objects.bulk_create([model(**dict(zip(columns, row))) for row in rows], batch_size=1000)
         return
     with connection.cursor() as cursor:
-        copy_rows(cursor, ToolRollup._meta.db_table, ROLLUP_COLUMNS, _ROLLUP_TYPES, rows)
+        copy_rows(cursor, model._meta.db_table, columns, types, rows)
+
+
+def _replace(project_id: int, resolutions, start: dt.datetime, end: dt.datetime, rows: list[tuple], failures: dict) -> None:
+    """Replace the rows of both tables at `resolutions` in [start, end) with `rows` and their totals."""
+    for model in (ToolRollup, ToolRollupTotal):
+        model.objects.filter(
+            project_id=project_id, resolution__in=resolutions, bucket_start__gte=start, bucket_start__lt=end
+        ).delete()
+    _write_rows(rows)
+    _write_rows(total_rows(rows, failures), ToolRollupTotal)
 
 
 def load_attempts(project_id: int, start: dt.datetime, end: dt.datetime) -> list[Attempt]:
@@ -173,7 +277,8 @@ def _pg_attempt_rows(project_id: int, start: dt.datetime, end: dt.datetime):
 def rollups_recompute(
     *, project_id: int, start: dt.datetime, end: dt.datetime, fine_since: dt.datetime | None = None
 ) -> int:
-    """Replace the rollups of [start, end) (hour-aligned) with ones computed afresh; returns rows written.
+    """Replace the rollups of [start, end) (hour-aligned) with ones computed afresh, and their
+    per-tool totals; returns the ToolRollup rows written.
 
     The days the range touches get their DAY rows summed again from their HOUR rows. With
     `fine_since`, calls before it get no 5-minute rows.
@@ -182,23 +287,29 @@ def rollups_recompute(
     attempts = load_attempts(project_id, start - LINK_SLACK, end + LINK_SLACK)
     calls = [call for call in link_attempts(attempts) if start <= call.first.start < end]
     rows = _rows(project_id, aggregate(calls, fine_since=fine_since))
+    failures = load_failures(project_id, start, end, fine_since=fine_since)
     with transaction.atomic():
-        ToolRollup.objects.filter(
-            project_id=project_id, resolution__in=RESOLUTIONS, bucket_start__gte=start, bucket_start__lt=end
-        ).delete()
-        _write_rows(rows)
+        _replace(project_id, RESOLUTIONS, start, end, rows, failures)
         written = len(rows) + _recompute_days(project_id, floor_time(start, 86400), end)
     return written
 
 
 def _recompute_days(project_id: int, first_day: dt.datetime, end: dt.datetime) -> int:
-    """Replace the DAY rows of the days in [first_day, end) with the sums of their HOUR rows."""
-    hours = ToolRollup.objects.filter(
-        project_id=project_id, resolution=ToolRollup.Resolution.HOUR, bucket_start__gte=first_day,
-        bucket_start__lt=floor_time(end - dt.timedelta(microseconds=1), 86400) + DAY,
-    )  # fmt: skip
+    """Replace the DAY rows of the days in [first_day, end) with the sums of their HOUR rows (and
+    the totals' DAY rows with the sums of those)."""
+    hours_of_the_days = {
+        "project_id": project_id, "resolution": ToolRollup.Resolution.HOUR, "bucket_start__gte": first_day,
+        "bucket_start__lt": floor_time(end - dt.timedelta(microseconds=1), 86400) + DAY,
+    }  # fmt: skip
+    hours = ToolRollup.objects.filter(**hours_of_the_days)
+    failures: dict[tuple, dict] = {}
+    for hour, tool, found in ToolRollupTotal.objects.filter(**hours_of_the_days).values_list("bucket_start", "tool", "failures"):
+        if not found:
+            continue
+        key = (project_id, int(ToolRollup.Resolution.DAY), floor_time(hour, 86400), tool)
+        merge_failures(failures.setdefault(key, {}), found)
     sums: dict[tuple, list] = {}
-    counts = ROLLUP_COLUMNS[7:-2]
+    counts = ROLLUP_COLUMNS[_COUNTS]
     for row in hours.values_list("bucket_start", "tool", "service", "environment", "agent", *counts, "latency_hist", "contract"):
         key = (floor_time(row[0], 86400), *row[1:5])
         entry = sums.get(key)
@@ -217,18 +328,16 @@ def _recompute_days(project_id: int, first_day: dt.datetime, end: dt.datetime) -
          histograms.merge(hists), dict(sorted(contract.items())))
         for (day, tool, service, environment, agent), (totals, hists, contract) in sorted(sums.items())
     ]  # fmt: skip
-    ToolRollup.objects.filter(
-        project_id=project_id, resolution=ToolRollup.Resolution.DAY, bucket_start__gte=first_day, bucket_start__lt=end
-    ).delete()
-    _write_rows(rows)
+    _replace(project_id, [ToolRollup.Resolution.DAY], first_day, end, rows, failures)
     return len(rows)
 
 
 def rollups_prune_fine(*, now: dt.datetime) -> int:
-    """Delete 5-minute rows older than FINE_HORIZON (the hourly and daily rows keep their counts)."""
-    deleted, _ = ToolRollup.objects.filter(
-        resolution=ToolRollup.Resolution.FIVE_MINUTES, bucket_start__lt=floor_time(now - FINE_HORIZON, 3600)
-    ).delete()
+    """Delete 5-minute rows (and totals) older than FINE_HORIZON (the hourly and daily rows keep
+    their counts); returns the ToolRollup rows deleted."""
+    old = {"resolution": ToolRollup.Resolution.FIVE_MINUTES, "bucket_start__lt": floor_time(now - FINE_HORIZON, 3600)}
+    ToolRollupTotal.objects.filter(**old).delete()
+    deleted, _ = ToolRollup.objects.filter(**old).delete()
     return deleted
 
 

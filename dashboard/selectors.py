@@ -7,6 +7,7 @@ import math
 from collections import defaultdict
 from itertools import accumulate
 
+import orjson
 from django.db import connection
 from django.db.models import Case, Count, DateTimeField, F, Func, IntegerField, Max, Min, Q, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
@@ -15,8 +16,8 @@ from django.utils import timezone
 
 from dashboard import histograms
 from dashboard.drift import DEFAULT_THRESHOLDS
-from dashboard.models import ERROR_CLASSES, Alert, ToolRollup
-from dashboard.rollups import FINE_HORIZON, floor_time
+from dashboard.models import ERROR_CLASSES, Alert, ToolRollup, ToolRollupTotal
+from dashboard.rollups import FINE_HORIZON, floor_time, merge_failures
 from ingest.models import Project, ToolCall
 from ingest.taxonomy import CONTRACT_CHECKS
 
@@ -32,7 +33,7 @@ def project_summaries(projects: list[Project], since: dt.datetime) -> list[dict]
     ids = [project.pk for project in projects]
     totals = {
         row["project"]: row
-        for row in ToolRollup.objects.filter(
+        for row in _rollup_model({}).objects.filter(
             project__in=ids, resolution=ToolRollup.Resolution.HOUR, bucket_start__gte=floor_time(since, 3600)
         )
         .values("project")
@@ -96,10 +97,10 @@ def _with_rates(point: dict) -> dict:
 
 
 def _rollups(project: Project, start, end, resolution: int, filters: dict):
-    query = ToolRollup.objects.filter(
-        project=project, resolution=resolution, bucket_start__gte=start, bucket_start__lt=end
+    filters = _check_filters(filters)
+    return _rollup_model(filters).objects.filter(
+        project=project, resolution=resolution, bucket_start__gte=start, bucket_start__lt=end, **filters
     )
-    return query.filter(**_check_filters(filters))
 
 
 def metric_series(project: Project, *, start: dt.datetime, end: dt.datetime, step: int | None = None, **filters) -> list[dict]:
@@ -111,11 +112,13 @@ def _series(project: Project, *, start, end, step: int, filters: dict, extra: di
     """metric_series' points, and the range's sums of the `extra` aggregate expressions (same query)."""
     extra = extra or {}
     first = floor_time(start, step)
+    # Grouped by step in SQL, read without Django's converters: 120 rows instead of 720 hours.
     rows = (
         _rollups(project, first, end, _resolution_for(step), filters)
-        .values("bucket_start")
+        .annotate(slot=BucketStart("bucket_start", step))
+        .values("slot")
         .annotate(**{name: Sum(name) for name in COUNT_FIELDS}, **extra)
-        .order_by("bucket_start")
+        .order_by()
     )
     points: dict[dt.datetime, dict] = {}
     moment = first
@@ -123,8 +126,11 @@ def _series(project: Project, *, start, end, step: int, filters: dict, extra: di
         points[moment] = {"start": moment, **dict.fromkeys(COUNT_FIELDS, 0)}
         moment += dt.timedelta(seconds=step)
     sums = dict.fromkeys(extra, 0)
-    for row in rows:
-        point = points.get(floor_time(row["bucket_start"], step))
+    for row in _raw_rows(rows):
+        slot = row["slot"]
+        if isinstance(slot, str):  # SQLite: raw text, naive UTC
+            slot = dt.datetime.fromisoformat(slot).replace(tzinfo=dt.UTC)
+        point = points.get(slot)
         if point is not None:
             for name in COUNT_FIELDS:
                 point[name] += row[name] or 0
@@ -168,6 +174,9 @@ def tools_table(project: Project, *, start: dt.datetime, end: dt.datetime, **fil
 #
 # Cost model: at 10 M calls a month a project holds ~2.6 M five-minute rollup rows and
 # ~0.3 M hourly ones (tool × service × environment × agent). So every read below
+#  - reads the per-tool totals (ToolRollupTotal: no dimension columns, one row per tool and
+#    bucket, hundreds of times fewer rows) unless a service, environment or agent filter needs
+#    the dimensioned rows (`_rollup_model`);
 #  - sums whole hours from the hourly rows and only the partial hours at a range's edges
 #    from the five-minute rows (`_covering`), a 12x smaller scan than five-minute rows;
 #  - groups in SQL, one query per shape (all tools' sparklines come with the tools table's
@@ -176,8 +185,9 @@ def tools_table(project: Project, *, start: dt.datetime, end: dt.datetime, **fil
 #    histograms in SQL (`_merged_histograms`), so the database returns ~50 bins per tool
 #    instead of every row's JSON;
 #  - relies on PostgreSQL's JIT being off (config/settings.py): it compiled for ~300 ms, longer than these queries run.
-# Measured (bench data: 540 dimension combinations an hour, a loaded 2-core box): the 24 h
-# tools table ~60 ms of SQL; cost grows with the range (about linearly in hourly rows).
+# Measured (bench/pages.py, docs/benchmarks.md: 50 tools, 540 tool × dimension combinations,
+# a loaded 2-core box): the 30-day overview reads ~1,650 total rows (~80 ms of SQL, was ~350 ms
+# from ~16k dimensioned rows); what they cost depends on tools × buckets, not on call volume.
 
 HOUR_SECONDS = 3600
 SORT_COLUMNS = ("tool", "calls", "error_rate", "retry_rate", "escalation_rate", "wasted_retries", "contract_score", "p95_ms")
@@ -234,12 +244,21 @@ class BucketStart(Func):
         return f"date_bin('{self.seconds} seconds', {sql}, TIMESTAMPTZ '1970-01-01 00:00:00+00')", params
 
 
+DIMENSIONS = ("service", "environment", "agent")
+
+
 def _check_filters(filters: dict) -> dict:
-    allowed = {"tool", "service", "environment", "agent"}
+    allowed = {"tool", *DIMENSIONS}
     unknown = set(filters) - allowed
     if unknown:
         raise ValueError(f"unknown filter(s): {', '.join(sorted(unknown))}; use {', '.join(sorted(allowed))}")
     return {name: value for name, value in filters.items() if value}
+
+
+def _rollup_model(filters: dict):
+    """The rollup table a read with these (checked) filters needs: the per-tool totals unless a
+    dimension is filtered. Both hold the same numbers (dashboard.rollups writes them together)."""
+    return ToolRollup if any(filters.get(name) for name in DIMENSIONS) else ToolRollupTotal
 
 
 def _ceil_time(moment: dt.datetime, seconds: int) -> dt.datetime:
@@ -282,28 +301,39 @@ def _covering(project: Project, start: dt.datetime, end: dt.datetime, *, finest:
     cover = Q()
     for resolution, low, high in _tiles(start, end, finest, fine_since()):
         cover |= Q(resolution=resolution, bucket_start__gte=low, bucket_start__lt=high)
-    return ToolRollup.objects.filter(cover, project=project, **_check_filters(filters))
+    filters = _check_filters(filters)
+    return _rollup_model(filters).objects.filter(cover, project=project, **filters)
 
 
 # Latency histograms are sparse {bin: count} objects with no fixed keys: summed per group in SQL
-# with a lateral json(b)_each, so ~50 bins per group come back instead of every row's JSON.
+# with a lateral json(b)_each and folded back into one object per group, so one row per group
+# comes back instead of every row's JSON (or a row per bin: 120 steps × 50 bins of timestamps
+# to parse was ~30 ms of the tool page).
 _HIST_MERGE = {
-    "postgresql": "SELECT r.g, j.key, SUM(j.value::bigint) FROM ({rows}) AS r "
-    "CROSS JOIN LATERAL jsonb_each_text(r.latency_hist) AS j GROUP BY r.g, j.key",
-    "sqlite": "SELECT r.g, j.key, SUM(j.value) FROM ({rows}) AS r, json_each(r.latency_hist) AS j GROUP BY r.g, j.key",
+    "postgresql": "SELECT g, jsonb_object_agg(key, n)::text FROM (SELECT r.g, j.key, SUM(j.value::bigint) AS n "
+    "FROM ({rows}) AS r CROSS JOIN LATERAL jsonb_each_text(r.latency_hist) AS j GROUP BY r.g, j.key) AS m GROUP BY g",
+    "sqlite": "SELECT g, json_group_object(key, n) FROM (SELECT r.g AS g, j.key AS key, SUM(j.value) AS n "
+    "FROM ({rows}) AS r, json_each(r.latency_hist) AS j GROUP BY r.g, j.key) GROUP BY g",
 }
 
 
 def _merged_histograms(rows, group) -> dict:
-    """{group: {bin: count}}: the latency histograms of `rows` summed per `group` (a field or expression)."""
+    """{group: {bin: count}}: the latency histograms of `rows` summed per `group` (a field or expression).
+
+    Per-tool totals are few (~1,650 rows for 50 tools over 30 days): their histograms are
+    summed here, ~20 ms sooner than in SQL. Dimensioned rows can be tens of thousands: in SQL."""
     sql, params = rows.annotate(g=group).values_list("g", "latency_hist").query.sql_with_params()
-    merged: dict = defaultdict(dict)
+    in_python = rows.model is ToolRollupTotal
+    merged: dict = {}
     with connection.cursor() as cursor:
-        cursor.execute(_HIST_MERGE[connection.vendor].format(rows=sql), params)
-        for group_key, name, count in cursor.fetchall():
+        cursor.execute(sql if in_python else _HIST_MERGE[connection.vendor].format(rows=sql), params)
+        for group_key, bins in cursor.fetchall():
             if isinstance(group, BucketStart) and isinstance(group_key, str):  # SQLite: raw text, naive UTC
                 group_key = dt.datetime.fromisoformat(group_key).replace(tzinfo=dt.UTC)
-            merged[group_key][str(name)] = int(count)
+            bins = orjson.loads(bins) if isinstance(bins, str | bytes) else bins
+            into = merged.setdefault(group_key, {})
+            for name, count in bins.items():
+                into[name] = into.get(name, 0) + int(count)
     return merged
 
 
@@ -487,10 +517,11 @@ def tool_baseline_hours(project: Project, tool: str, *, start: dt.datetime, end:
     thresholds = thresholds or DEFAULT_THRESHOLDS
     since = floor_time(start, HOUR_SECONDS) - dt.timedelta(hours=thresholds.baseline_hours + thresholds.guard_hours)
     parts = ("calls", *RATE_PARTS.values())
+    filters = _check_filters(filters)
     return list(
-        ToolRollup.objects.filter(
+        _rollup_model(filters).objects.filter(
             project=project, resolution=ToolRollup.Resolution.HOUR, tool=tool,
-            bucket_start__gte=since, bucket_start__lt=end, **_check_filters(filters),
+            bucket_start__gte=since, bucket_start__lt=end, **filters,
         )
         .values("bucket_start")
         .annotate(**{name: Sum(name) for name in parts})
@@ -539,10 +570,23 @@ def baseline_bands(hourly: list[dict], points: list[dict], *, thresholds=None) -
 
 def top_fingerprints(project: Project, tool: str, *, start: dt.datetime, end: dt.datetime, limit: int = TOP_FINGERPRINTS, **filters) -> list[dict]:
     """A tool's most frequent failure fingerprints over the range (failed attempts), with first
-    and last seen, the class and one sample message: one grouped query."""
+    and last seen, the class and one sample message: one query. Without a dimension filter they
+    come from the per-tool totals' `failures` (a few dozen rows, as the range's other numbers:
+    the edges rounded to their five-minute buckets); with one, from the calls, grouped."""
+    filters = _check_filters(filters)
+    if _rollup_model(filters) is ToolRollupTotal:
+        merged: dict[str, list] = {}
+        for found in _covering(project, start, end, finest=86400, tool=tool).values_list("failures", flat=True):
+            merge_failures(merged, found or {})
+        rows = [
+            {"fingerprint": fingerprint, "count": count, "first_seen": dt.datetime.fromisoformat(first),
+             "last_seen": dt.datetime.fromisoformat(last), "error_class": error_class, "message": message}
+            for fingerprint, (count, first, last, error_class, message) in merged.items()
+        ]  # fmt: skip
+        return sorted(rows, key=lambda row: (-row["count"], row["fingerprint"]))[:limit]
     return list(
         ToolCall.objects.filter(
-            project=project, tool=tool, ok=False, start_time__gte=start, start_time__lt=end, **_check_filters(filters)
+            project=project, tool=tool, ok=False, start_time__gte=start, start_time__lt=end, **filters
         )
         .exclude(fingerprint="")
         .values("fingerprint")

@@ -5,7 +5,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from ingest.models import Membership
-from tests.dashboard.test_selectors import HOSTILE, HOUR, NOW, add_rollup, budget, frozen, open_alert  # noqa: F401
+from tests.dashboard.test_selectors import (  # noqa: F401
+    HOSTILE, HOUR, NOW, add_rollup, budget, frozen, ingest_demo, open_alert, without_totals,
+)
 from tests.factories import make_project
 
 pytestmark = pytest.mark.django_db
@@ -122,3 +124,17 @@ def test_the_schema_documents_the_endpoints(client, member):
     assert "400" in tools["responses"] and "404" in tools["responses"]
     assert "/api/v1/projects/{project}/tools/{tool}/series/" in schema["paths"]
     assert "/api/v1/projects/{project}/summary/" in schema["paths"]
+
+
+def test_the_endpoints_give_the_same_numbers_with_and_without_the_per_tool_totals(client, member, monkeypatch):
+    _, project = member
+    ingest_demo(project)
+    urls = [
+        "/api/v1/projects/alpha/tools/?range=24h", "/api/v1/projects/alpha/tools/?range=30d&sort=-p95_ms",
+        "/api/v1/projects/alpha/summary/?range=7d", "/api/v1/projects/alpha/tools/search/series/?range=24h",
+    ]  # fmt: skip
+    with_totals = [get(client, url) for url in urls]
+
+    without_totals(monkeypatch)
+
+    assert with_totals[0]["count"] > 3 and [get(client, url) for url in urls] == with_totals

@@ -10,7 +10,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from ingest.models import Membership
-from tests.dashboard.test_selectors import HOSTILE, HOUR, NOW, add_rollup, budget, frozen, open_alert  # noqa: F401
+from tests.dashboard.test_selectors import (  # noqa: F401
+    HOSTILE, HOUR, NOW, add_rollup, budget, frozen, ingest_demo, open_alert, without_csrf, without_totals,
+)
 from tests.factories import make_project
 
 pytestmark = pytest.mark.django_db
@@ -180,3 +182,17 @@ def test_the_page_uses_no_inline_script_with_data(client, busy):
     assert all('type="application/json"' in tag for tag in scripts)
     assert "javascript:" not in html
     json.dumps(html)  # the page renders to a plain string
+
+
+@pytest.mark.parametrize("query", ["range=1h", "range=24h", "range=30d&sort=-error_rate", "range=7d&sort=p95_ms"])
+def test_the_overview_shows_the_same_numbers_with_and_without_the_per_tool_totals(client, member, monkeypatch, query):
+    user, project = member
+    ingest_demo(project)
+    with_totals, html = page(client, user, f"/p/{project.slug}/?{query}")
+
+    without_totals(monkeypatch)
+    from_dimensions, html_from_dimensions = page(client, user, f"/p/{project.slug}/?{query}")
+
+    assert with_totals.context["rows"] and with_totals.context["rows"] == from_dimensions.context["rows"]
+    assert with_totals.context["totals"] == from_dimensions.context["totals"]
+    assert without_csrf(html) == without_csrf(html_from_dimensions)

@@ -7,10 +7,10 @@ from django.db import connection
 from django.utils import timezone
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from dashboard import selectors
+from dashboard import histograms, selectors
 from dashboard.attempts import link_attempts, totals
-from dashboard.models import ToolRollup
-from dashboard.rollups import FINE_HORIZON, hour_ranges, load_attempts, rollups_prune_fine, rollups_recompute, rollups_refresh
+from dashboard.models import ToolRollup, ToolRollupTotal
+from dashboard.rollups import FINE_HORIZON, ROLLUP_COLUMNS, hour_ranges, merge_failures, load_attempts, rollups_prune_fine, rollups_recompute, rollups_refresh
 from ingest.demo import demo_request
 from ingest.models import ChangedHour
 from ingest.services import spans_ingest
@@ -41,8 +41,50 @@ def split(request: ExportTraceServiceRequest, parts: int, seed: int) -> list[Exp
 
 
 def rollup_rows(project) -> list[tuple]:
+    """Every rollup row of the project, dimensioned ones then per-tool totals."""
     fields = ("resolution", "bucket_start", "tool", "service", "environment", "agent", *COUNTS, "latency_hist", "contract")
-    return list(ToolRollup.objects.filter(project=project).order_by(*fields[:6]).values_list(*fields))
+    total_fields = tuple(name for name in fields if name not in ("service", "environment", "agent"))
+    return [
+        *ToolRollup.objects.filter(project=project).order_by(*fields[:6]).values_list(*fields),
+        *ToolRollupTotal.objects.filter(project=project).order_by(*total_fields[:3]).values_list(*total_fields),
+    ]
+
+
+ALL_COUNTS = tuple(name for name in ROLLUP_COLUMNS[7:-2])
+
+
+def summed_over_dimensions(project) -> dict[tuple, dict]:
+    """The dimensioned rows summed per (resolution, bucket, tool): what the totals must hold."""
+    sums: dict[tuple, dict] = {}
+    for row in ToolRollup.objects.filter(project=project):
+        entry = sums.setdefault(
+            (row.resolution, row.bucket_start, row.tool), {**dict.fromkeys(ALL_COUNTS, 0), "hists": [], "contract": {}}
+        )
+        for name in ALL_COUNTS:
+            entry[name] += getattr(row, name)
+        entry["hists"].append(row.latency_hist)
+        for check, (passed, applicable) in row.contract.items():
+            tally = entry["contract"].setdefault(check, [0, 0])
+            tally[0] += passed
+            tally[1] += applicable
+    return sums
+
+
+def assert_totals_are_the_sums_of_the_dimensioned_rows(project):
+    """Every bucket's total is the sum of its dimensioned rows; a total without any (failed
+    retries in a bucket where no call started) counts nothing and only holds those failures."""
+    expected = summed_over_dimensions(project)
+    totals = {(row.resolution, row.bucket_start, row.tool): row for row in ToolRollupTotal.objects.filter(project=project)}
+    assert set(expected) <= set(totals)
+    assert {resolution for resolution, _, _ in totals} == set(ToolRollup.Resolution)
+    nothing = {**dict.fromkeys(ALL_COUNTS, 0), "hists": [], "contract": {}}
+    for key, row in totals.items():
+        sums = expected.get(key, nothing)
+        if key not in expected:
+            assert row.failures, key
+        assert {name: getattr(row, name) for name in ALL_COUNTS} == {name: sums[name] for name in ALL_COUNTS}, key
+        assert row.latency_hist == histograms.merge(sums["hists"]), key
+        assert row.contract == sums["contract"], key
 
 
 @pytest.fixture
@@ -218,3 +260,94 @@ def test_five_minute_rows_stop_at_the_horizon_and_old_ones_are_pruned(demo):
     assert deleted > 0
     assert not ToolRollup.objects.filter(project=project, resolution=ToolRollup.Resolution.FIVE_MINUTES).exists()
     assert sum(ToolRollup.objects.filter(project=project, resolution=3600).values_list("calls", flat=True)) == hourly_calls
+
+
+# --- per-tool totals (ToolRollupTotal) ------------------------------------------------------------
+
+
+def test_the_per_tool_totals_are_the_sums_of_the_dimensioned_rows_in_every_bucket_and_resolution(demo):
+    project = make_project()
+    ingest(project, demo)
+
+    rollups_refresh(project_id=project.pk, now=NOW)
+
+    assert ToolRollup.objects.filter(project=project).values("service", "agent").distinct().count() > 1
+    assert ToolRollupTotal.objects.filter(project=project).count() < ToolRollup.objects.filter(project=project).count()
+    assert_totals_are_the_sums_of_the_dimensioned_rows(project)
+
+
+def test_the_totals_stay_the_sums_after_a_partial_recompute_a_late_span_and_pruning(demo):
+    project = make_project()
+    ingest(project, demo)
+    rollups_refresh(project_id=project.pk, now=NOW)
+
+    rollups_recompute(project_id=project.pk, start=NOW - dt.timedelta(hours=3), end=NOW - dt.timedelta(hours=2))
+    assert_totals_are_the_sums_of_the_dimensioned_rows(project)
+
+    ingest(project, demo_request(seed=12, traces=5, hours=1, now_ns=int((NOW - dt.timedelta(hours=30)).timestamp()) * 10**9))
+    rollups_refresh(project_id=project.pk, now=NOW)
+    assert_totals_are_the_sums_of_the_dimensioned_rows(project)
+
+    rollups_prune_fine(now=NOW + FINE_HORIZON + dt.timedelta(hours=1))
+    assert not ToolRollupTotal.objects.filter(project=project, resolution=ToolRollup.Resolution.FIVE_MINUTES).exists()
+    assert ToolRollupTotal.objects.filter(project=project, resolution=ToolRollup.Resolution.HOUR).exists()
+
+
+def test_the_migration_sums_rollups_stored_before_the_totals_existed(demo):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("dashboard.migrations.0005_toolrolluptotal")
+    project = make_project()
+    ingest(project, demo)
+    rollups_refresh(project_id=project.pk, now=NOW)
+    written = rollup_rows(project)
+    coarse = ToolRollupTotal.objects.filter(project=project, resolution__gte=3600).order_by("resolution", "bucket_start", "tool")
+    failures = list(coarse.values_list("failures", flat=True))
+    ToolRollupTotal.objects.all().delete()
+
+    migration.sum_existing_rollups(apps, connection.schema_editor())
+
+    assert rollup_rows(project) == written
+    assert list(coarse.values_list("failures", flat=True)) == failures
+
+
+def failed_attempts_by_fingerprint(project, start, end) -> dict[str, tuple]:
+    """The raw truth: (count, first seen, last seen, class) of the failed attempts per fingerprint."""
+    from django.db.models import Count, Max, Min
+
+    from ingest.models import ToolCall
+
+    rows = (
+        ToolCall.objects.filter(project=project, ok=False, start_time__gte=start, start_time__lt=end)
+        .exclude(fingerprint="")
+        .values("tool", "fingerprint")
+        .annotate(n=Count("id"), first=Min("start_time"), last=Max("start_time"), cls=Max("error_class"))
+    )
+    return {(row["tool"], row["fingerprint"]): (row["n"], row["first"], row["last"], row["cls"]) for row in rows}
+
+
+def test_the_totals_hold_each_buckets_failures_by_fingerprint_as_the_calls_give_them(demo):
+    project = make_project()
+    ingest(project, demo)
+    rollups_refresh(project_id=project.pk, now=NOW)
+    start, end = NOW - dt.timedelta(days=1), NOW + dt.timedelta(hours=1)
+    expected = failed_attempts_by_fingerprint(project, start, end)
+    assert expected
+
+    for resolution in ToolRollup.Resolution:
+        merged: dict[tuple, dict] = {}
+        for row in ToolRollupTotal.objects.filter(project=project, resolution=resolution):
+            merge_failures(merged.setdefault(row.tool, {}), row.failures)
+        got = {
+            (tool, fingerprint): (count, dt.datetime.fromisoformat(first), dt.datetime.fromisoformat(last), error_class)
+            for tool, found in merged.items() for fingerprint, (count, first, last, error_class, _) in found.items()
+        }  # fmt: skip
+        assert got == expected, resolution
+    tool = max(expected, key=lambda key: expected[key][0])[0]
+    with_rollups = selectors.top_fingerprints(project, tool, start=start, end=end)
+    from_calls = selectors.top_fingerprints(project, tool, start=start, end=end, service="no-such-service")
+    assert from_calls == [] and [row["count"] for row in with_rollups] == sorted(
+        (count for (name, _), (count, *_) in expected.items() if name == tool), reverse=True
+    )[: selectors.TOP_FINGERPRINTS]

@@ -3,6 +3,7 @@ tool calls ingested as OTLP and rolled up (the real path). Helpers here serve th
 
 import datetime as dt
 import itertools
+import re
 
 import pytest
 from django.conf import settings
@@ -10,7 +11,7 @@ from django.db import connection
 from django.utils import timezone
 
 from dashboard import histograms, selectors
-from dashboard.models import Alert, ToolRollup
+from dashboard.models import Alert, ToolRollup, ToolRollupTotal
 from dashboard.rollups import floor_time, rollups_recompute
 from dashboard.timerange import Filters
 from ingest.otlp import JSON, decode_request
@@ -42,14 +43,15 @@ def add_rollup(
     wasted_retries=0, escalations=0, classes=None, latencies=(), contract=None,
 ):  # fmt: skip
     """Calls of one tool in the five-minute bucket holding `start`, added to that bucket's row and
-    to its hour's and its day's rows, as the rollup job writes them."""
+    to its hour's and its day's rows, and to the tool's totals of those buckets, as the rollup job
+    writes them."""
     classes = dict(classes or {})
     classes.setdefault("unknown", errors - sum(classes.values()))
-    for resolution in ToolRollup.Resolution:
-        row, _ = ToolRollup.objects.get_or_create(
-            project=project, resolution=resolution, bucket_start=floor_time(start, resolution), tool=tool,
-            service=service, environment=environment, agent=agent,
-        )  # fmt: skip
+    dimensions = {"service": service, "environment": environment, "agent": agent}
+    for (model, keys), resolution in itertools.product(((ToolRollup, dimensions), (ToolRollupTotal, {})), ToolRollup.Resolution):
+        row, _ = model.objects.get_or_create(
+            project=project, resolution=resolution, bucket_start=floor_time(start, resolution), tool=tool, **keys
+        )
         row.calls += calls
         row.attempts += calls + retries
         row.retries += retries
@@ -81,6 +83,30 @@ def ingest_spans(project, spans, *, service="svc", now=NOW):
     spans_ingest(project=project, request=request, limits=settings.INGEST_LIMITS, now=now)
     starts = [dt.datetime.fromtimestamp(int(span["startTimeUnixNano"]) / 1e9, tz=dt.UTC) for span in spans]
     rollups_recompute(project_id=project.pk, start=min(starts), end=max(starts) + HOUR)
+
+
+def ingest_demo(project, *, hours=6):
+    """The demo fleet's traffic (many services, environments and agents) over the hours before NOW,
+    ingested and rolled up: data where the per-tool totals sum many dimensioned rows."""
+    from ingest.demo import demo_request
+
+    request = demo_request(seed=11, traces=90, hours=hours, now_ns=int(NOW.timestamp()) * 10**9)
+    spans_ingest(project=project, request=request, limits=settings.INGEST_LIMITS, now=NOW)
+    rollups_recompute(project_id=project.pk, start=NOW - (hours + 2) * HOUR, end=NOW + HOUR)
+
+
+def without_totals(monkeypatch):
+    """Make every rollup read use the dimensioned rows, as before the per-tool totals existed."""
+    monkeypatch.setattr(selectors, "_rollup_model", lambda filters: ToolRollup)
+
+
+def without_csrf(html: str) -> str:
+    """A page's HTML without its CSRF tokens (masked afresh on every response)."""
+    return re.sub(r'name="csrfmiddlewaretoken" value="[^"]*"', "", html)
+
+
+def reads_totals(queries) -> bool:
+    return any(ToolRollupTotal._meta.db_table in query["sql"] for query in queries.captured_queries)
 
 
 def open_alert(project, tool, kind="retry_rise_flat_error", *, summary="retry rate up", status="open"):
@@ -330,3 +356,55 @@ def test_tool_alerts_put_open_ones_first():
     open_alert(project, "other")
 
     assert [alert.pk for alert in selectors.tool_alerts(project, "search")] == [current.pk, old.pk]
+
+
+# --- per-tool totals: the same numbers as the dimensioned rows -----------------------------------
+
+RANGES = [
+    (NOW - 40 * dt.timedelta(minutes=1), NOW),  # five-minute rows only
+    (NOW - 5 * HOUR - dt.timedelta(minutes=35), NOW),  # five-minute edges around whole hours
+    (NOW - dt.timedelta(days=7), NOW),  # days and hours
+    (NOW - dt.timedelta(days=30), NOW),
+]
+
+
+@pytest.mark.parametrize("start,end", RANGES)
+def test_the_selectors_give_the_same_numbers_from_the_totals_as_from_the_dimensioned_rows(monkeypatch, start, end):
+    from django.test.utils import CaptureQueriesContext
+
+    project = make_project()
+    ingest_demo(project)
+    tool = ToolRollup.objects.filter(project=project).values_list("tool", flat=True).order_by("-calls").first()
+
+    def everything():
+        return (
+            selectors.tools_overview(project, start=start, end=end),
+            selectors.project_totals(project, start=start, end=end),
+            selectors.tool_detail(project, tool, start=start, end=end),
+            selectors.tool_baseline_hours(project, tool, start=start, end=end),
+            selectors.project_summaries([project], start),
+        )
+
+    with CaptureQueriesContext(connection) as queries:
+        with_totals = everything()
+    assert reads_totals(queries)
+    without_totals(monkeypatch)
+    with CaptureQueriesContext(connection) as queries:
+        from_dimensions = everything()
+    assert not reads_totals(queries)
+
+    assert with_totals[0]["rows"] and with_totals == from_dimensions
+
+
+def test_a_dimension_filter_reads_the_dimensioned_rows():
+    from django.test.utils import CaptureQueriesContext
+
+    project = make_project()
+    ingest_demo(project)
+    service = ToolRollup.objects.filter(project=project).values_list("service", flat=True).first()
+
+    with CaptureQueriesContext(connection) as queries:
+        rows = selectors.tools_table(project, start=NOW - 6 * HOUR, end=NOW, service=service)
+
+    assert rows and not reads_totals(queries)
+    assert sum(row["calls"] for row in rows) < sum(row["calls"] for row in selectors.tools_table(project, start=NOW - 6 * HOUR, end=NOW))

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 
 from ingest.models import Membership
 from tests.dashboard.test_selectors import (  # noqa: F401
-    HOSTILE, HOUR, NOW, add_rollup, budget, frozen, ingest_spans, open_alert, tool_span,
+    HOSTILE, HOUR, NOW, add_rollup, budget, frozen, ingest_demo, ingest_spans, open_alert, tool_span, without_csrf, without_totals,
 )
 from tests.factories import make_project
 
@@ -175,3 +175,29 @@ def test_the_tool_page_makes_a_fixed_number_of_queries(client, searched, django_
         response = client.get(f"/p/{project.slug}/tools/search/?range=7d")
 
     assert response.status_code == 200 and len(response.context["alerts"]) == 5
+
+
+@pytest.mark.parametrize("query", ["range=1h", "range=24h", "range=7d"])
+def test_the_tool_page_shows_the_same_numbers_with_and_without_the_per_tool_totals(client, member, monkeypatch, query):
+    from dashboard.models import ToolRollup, ToolRollupTotal
+    from ingest.models import ToolCall
+
+    user, project = member
+    ingest_demo(project)
+    from django.db.models import Count
+
+    busiest = ToolCall.objects.filter(project=project, ok=False).values("tool").annotate(n=Count("id")).order_by("-n", "tool")
+    tool = busiest[0]["tool"]
+    url = f"/p/{project.slug}/tools/{tool}/?{query}"
+    with_totals, html = page(client, user, url)
+
+    # Without the totals: the dimensioned rows, and the fingerprints grouped from the calls.
+    without_totals(monkeypatch)
+    from_dimensions, html_from_dimensions = page(client, user, url)
+
+    assert with_totals.context["detail"]["has_calls"]
+    assert with_totals.context["detail"] == from_dimensions.context["detail"]
+    assert with_totals.context["fingerprints"] and with_totals.context["fingerprints"] == from_dimensions.context["fingerprints"]
+    assert without_csrf(html) == without_csrf(html_from_dimensions)
+    # The totals did sum several dimensioned rows per bucket.
+    assert ToolRollup.objects.filter(project=project, tool=tool).count() > ToolRollupTotal.objects.filter(project=project, tool=tool).count()
