@@ -156,6 +156,8 @@ def case_recurrence(case: EvalCase) -> Recurrence | None:
 
 def _recurrences(cases: QuerySet[EvalCase], since: datetime | None) -> list[Recurrence]:
     cases = cases.filter(pinned_at__isnull=False, retired_at__isnull=True).exclude(fingerprint="")
+    if not cases.exists():
+        return []  # the per-case subqueries plan over every day partition: ~20 ms even with no case
     calls = _recurrence_calls()
     if since is not None:
         calls = calls.filter(start_time__gte=since)
