@@ -13,27 +13,8 @@ from ingest.models import Project
 ERROR_CLASSES = ("transient", "validation", "permission", "not_found", "business", "user_input", "fatal", "unknown")
 
 
-class ToolRollup(models.Model):
-    """SPEC 5 counts of the logical calls that started in one bucket, per tool and dimension.
-
-    Three resolutions: 5-minute buckets for short ranges (kept for the last few days), hours,
-    and days summed from the hours; a range is the sum of the buckets that tile it. Rates
-    are derived from these counts on read.
-    """
-
-    class Resolution(models.IntegerChoices):
-        FIVE_MINUTES = 300
-        HOUR = 3600
-        # Summed from the hourly rows: 30- and 90-day views read 24 times fewer rows.
-        DAY = 86400
-
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
-    resolution = models.IntegerField(choices=Resolution.choices)
-    bucket_start = models.DateTimeField()
-    tool = models.CharField(max_length=256)
-    service = models.CharField(max_length=256)
-    environment = models.CharField(max_length=256, blank=True, default="")
-    agent = models.CharField(max_length=256, blank=True, default="")
+class RollupCounts(models.Model):
+    """The SPEC 5 counts of a bucket, shared by both rollup tables."""
 
     calls = models.IntegerField(default=0)
     attempts = models.IntegerField(default=0)
@@ -58,6 +39,32 @@ class ToolRollup(models.Model):
     contract = models.JSONField(default=dict)
 
     class Meta:
+        abstract = True
+
+
+class ToolRollup(RollupCounts):
+    """SPEC 5 counts of the logical calls that started in one bucket, per tool and dimension.
+
+    Three resolutions: 5-minute buckets for short ranges (kept for the last few days), hours,
+    and days summed from the hours; a range is the sum of the buckets that tile it. Rates
+    are derived from these counts on read.
+    """
+
+    class Resolution(models.IntegerChoices):
+        FIVE_MINUTES = 300
+        HOUR = 3600
+        # Summed from the hourly rows: 30- and 90-day views read 24 times fewer rows.
+        DAY = 86400
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    resolution = models.IntegerField(choices=Resolution.choices)
+    bucket_start = models.DateTimeField()
+    tool = models.CharField(max_length=256)
+    service = models.CharField(max_length=256)
+    environment = models.CharField(max_length=256, blank=True, default="")
+    agent = models.CharField(max_length=256, blank=True, default="")
+
+    class Meta:
         constraints = [
             models.UniqueConstraint(
                 fields=["project", "resolution", "bucket_start", "tool", "service", "environment", "agent"],
@@ -70,8 +77,7 @@ class ToolRollup(models.Model):
         ]
 
 
-
-class ToolRollupTotal(models.Model):
+class ToolRollupTotal(RollupCounts):
     """ToolRollup summed over service, environment and agent: one row per tool and bucket.
 
     Pages without a dimension filter (the default) read these instead of the dimensioned
@@ -84,26 +90,6 @@ class ToolRollupTotal(models.Model):
     resolution = models.IntegerField(choices=ToolRollup.Resolution.choices)
     bucket_start = models.DateTimeField()
     tool = models.CharField(max_length=256)
-
-    calls = models.IntegerField(default=0)
-    attempts = models.IntegerField(default=0)
-    retries = models.IntegerField(default=0)
-    failed_retries = models.IntegerField(default=0)
-    wasted_retries = models.IntegerField(default=0)
-    blind_retries = models.IntegerField(default=0)
-    errors = models.IntegerField(default=0)
-    resolved = models.IntegerField(default=0)
-    escalations = models.IntegerField(default=0)
-    err_transient = models.IntegerField(default=0)
-    err_validation = models.IntegerField(default=0)
-    err_permission = models.IntegerField(default=0)
-    err_not_found = models.IntegerField(default=0)
-    err_business = models.IntegerField(default=0)
-    err_user_input = models.IntegerField(default=0)
-    err_fatal = models.IntegerField(default=0)
-    err_unknown = models.IntegerField(default=0)
-    latency_hist = models.JSONField(default=dict)
-    contract = models.JSONField(default=dict)
     # The bucket's failed attempts by fingerprint, so the tool page's top fingerprints need not
     # group the raw calls: {fingerprint: [count, first seen, last seen (ISO), max class, max
     # message (first 256 characters)]}. Not in ToolRollup: the failures are not split by dimension.
@@ -115,6 +101,7 @@ class ToolRollupTotal(models.Model):
         ]
         # The unique index serves range scans (project, resolution, bucket_start); this one a tool's.
         indexes = [models.Index(fields=["project", "resolution", "tool", "bucket_start"], name="toolrolluptotal_tool_range")]
+
 
 # ---------------------------------------------------------------------------------------
 # Alerts (SPEC 6): one open alert per (project, tool, kind), delivered to the project's
