@@ -470,7 +470,7 @@ class PhaseTimer:
     them there measures without editing the module.
     """
 
-    NAMES = ("load_attempts", "link_attempts", "aggregate", "_rows", "_write_rows")
+    NAMES = ("load_attempts", "link_attempts", "aggregate", "_rows", "_write_rows", "load_failures")
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
@@ -525,8 +525,10 @@ class PhaseTimer:
 def full_recompute(project_id: int, start: dt.datetime, end: dt.datetime, chunk: dt.timedelta, timer: PhaseTimer) -> dict:
     from django.db import connection
 
-    from dashboard.rollups import rollups_recompute
+    from dashboard.rollups import FINE_HORIZON, rollups_recompute
 
+    # As the refresh job does: 5-minute rows only for the last FINE_HORIZON of the data.
+    fine_since = end - FINE_HORIZON
     with connection.cursor() as cursor:  # a rebuild from nothing, run after run (one project in this database)
         cursor.execute("TRUNCATE dashboard_toolrollup, dashboard_toolrolluptotal")
     timer.reset()
@@ -536,7 +538,7 @@ def full_recompute(project_id: int, start: dt.datetime, end: dt.datetime, chunk:
     while cursor < end:
         chunk_end = min(cursor + chunk, end)
         t = time.perf_counter()
-        written = rollups_recompute(project_id=project_id, start=cursor, end=chunk_end)
+        written = rollups_recompute(project_id=project_id, start=cursor, end=chunk_end, fine_since=fine_since)
         chunks.append((cursor, time.perf_counter() - t, written))
         cursor = chunk_end
     seconds = time.perf_counter() - t0
