@@ -282,8 +282,11 @@ def main(argv=None) -> int:
     if (dt.datetime.now(dt.UTC).date() - first_day).days > args.days + 1:
         log(f"  note: the data ends {first_day + dt.timedelta(days=args.days)}; ranges ending now see less of it")
     urls = targets(meta["project_id"], first_day, args.days)
+    from config.runtime import tune_gc
+
     client = Client()
     client.force_login(get_user_model().objects.get(username=USERNAME))
+    tune_gc()  # as config/wsgi.py does in the server
 
     results = {}
     for name, url in urls.items():
