@@ -71,11 +71,13 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+# The bench databases are made the same way for every benchmark (bench/pages.py imports them from here).
+from bench.ingest import _admin_url, django_setup, recreate_database  # noqa: E402,F401
 
 TARGET_FULL_S = 120.0  # for 10 M calls
 TARGET_FULL_CALLS = 10_000_000
@@ -107,24 +109,6 @@ def peak_rss_mb() -> float:
 # ---------------------------------------------------------------------------
 
 
-def _admin_url(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    name = parts.path.lstrip("/")
-    if not name:
-        raise SystemExit(f"--database-url {url!r} names no database")
-    return urlunsplit(parts._replace(path="/postgres")), name
-
-
-def recreate_database(url: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    admin, name = _admin_url(url)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-
 def read_meta(url: str) -> dict | None:
     """The generation parameters of an existing bench database, or None."""
     import psycopg
@@ -150,15 +134,6 @@ def write_meta(url: str, meta: dict) -> None:
             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
             [json.dumps(meta)],
         )
-
-
-def django_setup(url: str) -> None:
-    os.environ["DATABASE_URL"] = url
-    os.environ["DEBUG"] = "0"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import django
-
-    django.setup()
 
 
 def migrate_and_create_project() -> int:
