@@ -187,6 +187,11 @@ def _home_context(request, scope: PageScope, **forms_) -> dict:
 # --- the settings page and the project section -----------------------------------------------
 
 
+
+def _error_text(exc: ValidationError) -> str:
+    """A service's ValidationError as one message line (the fields' messages, in order)."""
+    return " ".join(message for messages in exc.message_dict.values() for message in messages)
+
 @login_required
 def settings(request, project):
     scope = page_scope(request, project)
@@ -251,7 +256,7 @@ def member_role(request, project, pk):
     try:
         ps.member_set_role(project=scope.project, membership=membership, role=request.POST.get("role", ""))
     except ValidationError as exc:
-        messages.error(request, " ".join(sum(exc.message_dict.values(), [])))
+        messages.error(request, _error_text(exc))
     else:
         messages.success(request, f"{membership.user.username} is now {membership.role}.")
     return _back(scope, "members")
@@ -265,7 +270,7 @@ def member_remove(request, project, pk):
     try:
         ps.member_remove(project=scope.project, membership=membership)
     except ValidationError as exc:
-        messages.error(request, " ".join(sum(exc.message_dict.values(), [])))
+        messages.error(request, _error_text(exc))
         return _back(scope, "members")
     messages.success(request, f"{membership.user.username} removed from {scope.project.name}.")
     if membership.user_id == request.user.pk and not request.user.is_superuser:
@@ -390,7 +395,7 @@ def channel_rotate(request, project, pk):
     try:
         secret = ps.channel_rotate_secret(channel=channel)
     except ValidationError as exc:
-        messages.error(request, " ".join(sum(exc.message_dict.values(), [])))
+        messages.error(request, _error_text(exc))
         return _back(scope, "channels")
     return _secret_page(request, "dashboard/settings_channel_secret.html", scope.context(
         title="Signing secret rotated", channel=channel, secret=secret, created=False,
