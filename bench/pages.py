@@ -3,23 +3,29 @@ detail, traces explorer and trace detail.
 
     .venv/bin/python bench/pages.py [--calls 10000000] [--days 30] [--tools 50] [--runs 20]
         [--database-url postgres://postgres@127.0.0.1:5432/toolwatch_pages_bench] [--reuse]
+        [--source sql|fleet]
 
 A benchmark that prints figures, not a test. Phases:
 
 1. Setup (skipped by --reuse when the bench database holds data generated with the same
-   --calls/--days/--tools/--seed): drop and recreate the database, migrate, create a
+   --source/--calls/--days/--tools/--seed): drop and recreate the database, migrate, create a
    project, a member and the day partitions, then generate --calls tool-call rows over
    the --days days before today straight in PostgreSQL with bench/rollup.py's generator
    (`INSERT … SELECT … FROM generate_series` per day; its docstring describes the
    shapes: 50 tools, 4 services, 3 environments, 12 agents, ~10 % retried, ~30 %
    failing). Then the spans of every trace, derived from those rows in SQL: an
    `invoke_agent` root span per trace and an `execute_tool` span per tool call, with the
-   attributes, resource and exception event ingest would store. Then the rollups with
-   `dashboard.rollups.rollups_recompute`, a day at a time, with five-minute rows for the last
-   FINE_HORIZON only, as the scheduled jobs keep them (the slow part: ~14 min for 10 M on a
-   loaded box), and VACUUM ANALYZE, as autovacuum would have done to settled partitions.
-   With --reuse, data generated with other rollup code (ROLLUPS_VERSION) is migrated and its
-   rollups recomputed, keeping the calls and spans.
+   attributes, resource and exception event ingest would store. With --source fleet, the
+   calls and spans come from the demo fleet instead (bench/fleet_load.py): one day of
+   ingest.simulate's traces (agent, sub-agent, chat and tool spans of 23 tools, every kind
+   of evidence, ~9 % of attempts failing, no drift), encoded by the official encoder,
+   decoded and normalised by ingest's own code, then copied to each day in SQL (new trace
+   ids, times shifted by whole days): about --calls calls, --tools unused. Then the
+   rollups with `dashboard.rollups.rollups_recompute`, a day at a time, with five-minute
+   rows for the last FINE_HORIZON only, as the scheduled jobs keep them (the slow part: ~14
+   min for 10 M on a loaded box), and VACUUM ANALYZE, as autovacuum would have done to
+   settled partitions. With --reuse, data generated with other rollup code
+   (ROLLUPS_VERSION) is migrated and its rollups recomputed, keeping the calls and spans.
 2. Pages: each URL requested --warmup times, then --runs times through Django's test
    `Client` (force_login as a project member, DEBUG off), timing the whole request;
    p50 / p95 / max per page, the response size, the number of queries and their time
@@ -137,11 +143,14 @@ def recompute_rollups(url: str, project_id: int, first_day: dt.date, days: int) 
 def setup(args) -> dict:
     """Generate the bench data (or keep it with --reuse); returns the generation metadata."""
     url = args.database_url
-    wanted = {"bench": "pages", "version": META_VERSION, "calls": args.calls, "days": args.days,
-              "tools": args.tools, "seed": args.seed}  # fmt: skip
+    wanted = {"bench": "pages", "version": META_VERSION, "source": args.source, "calls": args.calls, "days": args.days,
+              "tools": args.tools if args.source == "sql" else None, "seed": args.seed}  # fmt: skip
     meta = read_meta(url) if args.reuse else None
+    if meta is not None:
+        meta.setdefault("source", "sql")  # data generated before --source existed
     if meta is not None and all(meta.get(k) == v for k, v in wanted.items()):
-        log(f"[setup] --reuse: keeping the data generated on {meta['generated_on']} ({_fmt(meta['calls'])} calls, "
+        calls = meta.get("tool_calls", meta["calls"])  # the fleet makes about --calls
+        log(f"[setup] --reuse: keeping the data generated on {meta['generated_on']} ({_fmt(calls)} calls, "
             f"{_fmt(meta['spans'])} spans, {_fmt(meta['rollup_rows'])} rollup rows)")  # fmt: skip
         django_setup(url)
         if meta.get("rollups_version") != ROLLUPS_VERSION:
@@ -175,12 +184,23 @@ def setup(args) -> dict:
     ensure_partitions(first_day + dt.timedelta(days=i) for i in range(-1, args.days + 2))
     log(f"[setup] database recreated, migrated, project and partitions in {time.perf_counter() - t0:.1f} s")
 
-    log(f"[generate] {_fmt(args.calls)} tool calls over {first_day} .. {first_day + dt.timedelta(days=args.days - 1)}")
-    seconds = generate_history(url, project.pk, first_day, args.days, args.calls, args.tools, args.seed, args.workers)
-    log(f"  tool calls in {seconds:.1f} s")
-    t = time.perf_counter()
-    spans = generate_spans(url, project.pk, first_day, args.days, args.workers)
-    log(f"  {_fmt(spans)} spans (a root per trace, one per tool call) in {time.perf_counter() - t:.1f} s")
+    log(f"[generate] {_fmt(args.calls)} tool calls over {first_day} .. {first_day + dt.timedelta(days=args.days - 1)}"
+        f"{' from the demo fleet' if args.source == 'fleet' else ''}")  # fmt: skip
+    if args.source == "fleet":
+        from bench.fleet_load import fleet_history
+
+        history = fleet_history(url, project_id=project.pk, first_day=first_day, days=args.days, calls=args.calls,
+                                seed=args.seed, workers=args.workers, log=log)  # fmt: skip
+        spans, calls = history.spans, history.calls
+        log(f"  {_fmt(calls)} tool calls and {_fmt(spans)} spans in {history.seconds:.1f} s "
+            f"({_fmt(calls / history.seconds)} calls/s; copies {history.replicate_seconds:.1f} s)")  # fmt: skip
+    else:
+        calls = args.calls
+        seconds = generate_history(url, project.pk, first_day, args.days, args.calls, args.tools, args.seed, args.workers)
+        log(f"  tool calls in {seconds:.1f} s")
+        t = time.perf_counter()
+        spans = generate_spans(url, project.pk, first_day, args.days, args.workers)
+        log(f"  {_fmt(spans)} spans (a root per trace, one per tool call) in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
     with _connect(url) as conn:
         conn.execute("VACUUM (ANALYZE) ingest_toolcall")
@@ -189,7 +209,7 @@ def setup(args) -> dict:
     t = time.perf_counter()
     rollup_rows = recompute_rollups(url, project.pk, first_day, args.days)
     log(f"  {_fmt(rollup_rows)} rollup rows (rollups_recompute a day at a time) in {time.perf_counter() - t:.1f} s")
-    meta = {**wanted, "project_id": project.pk, "first_day": first_day.isoformat(), "spans": spans,
+    meta = {**wanted, "project_id": project.pk, "first_day": first_day.isoformat(), "tool_calls": calls, "spans": spans,
             "rollup_rows": rollup_rows, "rollups_version": ROLLUPS_VERSION,
             "generated_on": dt.date.today().isoformat()}  # fmt: skip
     write_meta(url, meta)
@@ -263,6 +283,12 @@ def parse_args(argv=None):
     parser.add_argument("--tools", type=int, default=50, help="distinct tools (default 50)")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/toolwatch_pages_bench")
     parser.add_argument("--reuse", action="store_true", help="keep the bench database when it holds data generated with the same parameters")
+    parser.add_argument(
+        "--source", choices=("sql", "fleet"), default="sql",
+        help="sql (default): tool calls generated in SQL (~30%% failing) and spans derived from them; fleet: the "
+        "demo fleet's traces (ingest.simulate, ~9%% of attempts failing), one day decoded by ingest and copied "
+        "to each day (bench/fleet_load.py)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2, help="connections generating days at once (default 2)")
     parser.add_argument("--runs", type=int, default=20, help="timed requests per page (default 20)")
@@ -272,7 +298,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    log(f"[pages bench] {_fmt(args.calls)} calls, {args.days} days, {args.tools} tools; {args.runs} timed runs per page")
+    source = f"{args.tools} tools, generated in SQL" if args.source == "sql" else "the demo fleet (--source fleet)"
+    log(f"[pages bench] {_fmt(args.calls)} calls, {args.days} days, {source}; {args.runs} timed runs per page")
     meta = setup(args)
 
     from django.contrib.auth import get_user_model

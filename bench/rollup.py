@@ -3,7 +3,7 @@ incremental job under live ingest, in one run.
 
     .venv/bin/python bench/rollup.py [--calls 10000000] [--days 30] [--tools 50]
         [--database-url postgres://postgres@127.0.0.1:5432/toolwatch_rollup_bench] [--reuse]
-        [--minutes 3] [--live-spans-per-s 20000] [--profile]
+        [--minutes 3] [--live-spans-per-s 20000] [--profile] [--source sql|fleet]
 
 With the defaults about 19 minutes on this machine (2 cores), over the ten wanted: ~3 min
 generating 10 M rows, ~10.5 min for the full recompute (the figure is the point) and ~5.5
@@ -26,9 +26,15 @@ A benchmark that prints figures, not a test. Phases:
    `attempt` = 2, after a failed first attempt), ~30 % of attempts fail, with a class mix
    (transient, validation, permission, not_found, business, user_input, fatal, unknown) and
    the contract checks of a failure; latencies log-normal around a per-tool median (20 ms
-   to 0.5 s, capped at 30 s). Then VACUUM ANALYZE, as autovacuum would have done to
-   settled day partitions. --reuse keeps an existing bench database whose data was
-   generated with the same --calls/--days/--tools/--seed.
+   to 0.5 s, capped at 30 s). With --source fleet the calls come from the demo fleet
+   instead (bench/fleet_load.py): one day of ingest.simulate's traffic (23 tools, 7
+   deployments, every kind of evidence, ~9 % of attempts failing, no drift) encoded by the
+   official encoder, decoded and normalised by ingest's own code, then copied to each of
+   the --days days in SQL (new trace ids, times shifted by whole days): about --calls rows
+   (days × the seed day's), --tools unused; the live minutes of phase 3 still come from
+   the SQL generator. Then VACUUM ANALYZE, as autovacuum would have done to settled day
+   partitions. --reuse keeps an existing bench database whose data was generated with the
+   same --source/--calls/--days/--tools/--seed.
 2. Full recompute: the rollups table emptied, then `dashboard.rollups.rollups_recompute`
    over the whole range in --chunk-hours chunks (a chunk loads its attempts into memory at
    once; a day of 10 M/30 is ~333k). Timed as a whole; the time inside load_attempts,
@@ -616,6 +622,11 @@ def parse_args(argv=None):
     parser.add_argument("--tools", type=int, default=50, help="distinct tools (default 50)")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/toolwatch_rollup_bench")
     parser.add_argument("--reuse", action="store_true", help="keep the bench database when it holds data generated with the same parameters")
+    parser.add_argument(
+        "--source", choices=("sql", "fleet"), default="sql",
+        help="sql (default): the tool calls generated in SQL (~30%% failing); fleet: the demo fleet's traffic "
+        "(ingest.simulate, ~9%% of attempts failing), one day decoded by ingest and copied to each day (bench/fleet_load.py)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2, help="connections generating days at once (default 2)")
     parser.add_argument("--chunk-hours", type=int, default=24, help="hours per rollups_recompute call in the full recompute (default 24)")
@@ -639,12 +650,16 @@ def main(argv=None) -> int:
     run_start = time.perf_counter()
     url = args.database_url
     log(f"Toolwatch rollup benchmark: {os.cpu_count()} cores, database {url}")
-    log(f"  {_fmt(args.calls)} tool calls over {args.days} days, {args.tools} tools; incremental: "
+    source = f"{args.tools} tools, generated in SQL" if args.source == "sql" else "the demo fleet (--source fleet)"
+    log(f"  {_fmt(args.calls)} tool calls over {args.days} days, {source}; incremental: "
         f"{args.minutes} minutes at {_fmt(args.live_spans_per_s)} spans/s ({args.tool_share:.0%} tool spans)")  # fmt: skip
 
     # 1. Setup
-    wanted = {"version": META_VERSION, "calls": args.calls, "days": args.days, "tools": args.tools, "seed": args.seed}
+    wanted = {"version": META_VERSION, "source": args.source, "calls": args.calls, "days": args.days,
+              "tools": args.tools if args.source == "sql" else None, "seed": args.seed}  # fmt: skip
     meta = read_meta(url) if args.reuse else None
+    if meta is not None:
+        meta.setdefault("source", "sql")  # data generated before --source existed
     reuse = meta is not None and all(meta.get(k) == v for k, v in wanted.items())
     t = time.perf_counter()
     django_setup(url)  # connects lazily: after the database is (re)created
@@ -677,17 +692,26 @@ def main(argv=None) -> int:
         ensure_partitions(first_day + dt.timedelta(days=i) for i in range(args.days + 2))
         log(f"\n[setup] database recreated and migrated, project {project_id}, {args.days + 2} day partitions "
             f"in {time.perf_counter() - t:.1f} s")  # fmt: skip
+        how = "INSERT … SELECT per day" if args.source == "sql" else "the demo fleet's seed day copied to each day"
         log(f"[generate] {_fmt(args.calls)} tool calls, {first_day} to {first_day + dt.timedelta(days=args.days - 1)}, "
-            f"INSERT … SELECT per day, {args.workers} connections")  # fmt: skip
-        generation_s = generate_history(url, project_id, first_day, args.days, args.calls, args.tools, args.seed, args.workers)
+            f"{how}, {args.workers} connections")  # fmt: skip
+        expected = args.calls
+        if args.source == "fleet":
+            from bench.fleet_load import fleet_history
+
+            history = fleet_history(url, project_id=project_id, first_day=first_day, days=args.days, calls=args.calls,
+                                    seed=args.seed, workers=args.workers, spans=False, log=log)  # fmt: skip
+            generation_s, expected = history.seconds, history.calls  # days × the seed day's calls, about --calls
+        else:
+            generation_s = generate_history(url, project_id, first_day, args.days, args.calls, args.tools, args.seed, args.workers)
         t = time.perf_counter()
         with _connect(url) as conn:
             conn.execute("VACUUM (ANALYZE) ingest_toolcall")
             vacuum_s = time.perf_counter() - t
             stored = count_rows(conn, project_id)
         log(f"  generated in {generation_s:.1f} s ({_fmt(stored / generation_s)} rows/s); VACUUM ANALYZE {vacuum_s:.1f} s")
-        if stored != args.calls:
-            log(f"FAILED: {_fmt(stored)} rows stored, {_fmt(args.calls)} wanted")
+        if stored != expected:
+            log(f"FAILED: {_fmt(stored)} rows stored, {_fmt(expected)} wanted")
             return 1
         write_meta(url, {**wanted, "project_id": project_id, "first_day": first_day.isoformat(), "rows": stored,
                          "generation_s": generation_s})  # fmt: skip
