@@ -21,8 +21,11 @@ Speed: a "cycle" of `templates` requests is built once with the protobuf classes
 serialised. Every trace id ends with the 8-byte MARKER, so a fresh copy of the cycle with
 new, unique trace ids is `body.replace(MARKER, copy_marker(n))` on the serialised bytes:
 nothing sent is ever a duplicate, and building thousands of bodies costs only the
-replace and the gzip. The same copy number is used for all templates of a cycle, so a
-trace cut across two consecutive requests keeps one trace id. Deterministic for a seed
+replace and the gzip. Ids inside attribute values (tool call, response, conversation,
+order and customer ids) end with the text ID_MARKER, replaced the same way, so every
+copy carries new ones, as live traffic does, and a server that remembers repeated
+attribute values sees a copy's ids for the first time. The same copy number is used for
+all templates of a cycle, so a trace cut across two consecutive requests keeps one trace id. Deterministic for a seed
 (except the absolute timestamps, which are relative to the time of generation).
 """
 
@@ -44,6 +47,11 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 # The last 8 bytes of every trace id in a template; 0xfe never occurs in UTF-8 text,
 # so it cannot appear inside a string attribute by accident (checked per template anyway).
 MARKER = bytes.fromhex("feedfacec0ffee42")
+# Ids inside attribute values (call, response, conversation, order, customer ids, …) end
+# with this text, replaced per copy as MARKER is: a new copy carries new ids, as real
+# traffic does, so no cache of repeated values sees a copy's ids again. Lower-case hex,
+# like its replacements: no credential cue of ingest.redact is made of hex digits alone.
+ID_MARKER = b"5ca1ab1e"
 
 SPANS_PER_REQUEST = 512
 MIN_TRACE_SPANS, MAX_TRACE_SPANS = 5, 20
@@ -69,9 +77,16 @@ def copy_marker(copy_number: int) -> bytes:
     return marker if marker != MARKER else bytes(8)[:-1] + b"\x01"
 
 
+def copy_id_marker(copy_number: int) -> bytes:
+    """The 8 lower-case hex characters that replace ID_MARKER in copy `copy_number` (never ID_MARKER)."""
+    text = hashlib.blake2b(copy_number.to_bytes(8, "big"), digest_size=4, person=b"twbenchid").hexdigest().encode()
+    return text if text != ID_MARKER else b"00000001"
+
+
 def instantiate(template: Template, copy_number: int) -> bytes:
-    """The template's body with the trace ids of copy `copy_number` (uncompressed)."""
-    return template.body.replace(MARKER, copy_marker(copy_number))
+    """The template's body with the trace ids and value ids of copy `copy_number` (uncompressed)."""
+    body = template.body.replace(MARKER, copy_marker(copy_number))
+    return body.replace(ID_MARKER, copy_id_marker(copy_number))
 
 
 def gzip_body(body: bytes, level: int = 6) -> bytes:
@@ -114,12 +129,17 @@ def _alnum(rng: random.Random, n: int, alphabet: str = _ALNUM) -> str:
     return "".join(rng.choices(alphabet, k=n))
 
 
+def _fresh(rng: random.Random, n: int, alphabet: str = _ALNUM) -> str:
+    """n random-looking characters, new in every copy of a template: the last 8 are ID_MARKER."""
+    return _alnum(rng, n - len(ID_MARKER), alphabet) + ID_MARKER.decode()
+
+
 def _order_id(rng):
-    return f"ord_{_alnum(rng, 8, string.ascii_uppercase + string.digits)}"
+    return f"ord_{_fresh(rng, 12, string.ascii_uppercase + string.digits)}"
 
 
 def _customer_id(rng):
-    return f"cus_{_alnum(rng, 14)}"
+    return f"cus_{_fresh(rng, 14)}"
 
 
 def _args_lookup_order(rng):
@@ -176,7 +196,7 @@ def _args_refund_payment(rng):
 
 
 def _result_refund_payment(rng):
-    return {"refund_id": f"re_{_alnum(rng, 24)}", "status": "succeeded", "amount": round(rng.uniform(5, 300), 2)}
+    return {"refund_id": f"re_{_fresh(rng, 24)}", "status": "succeeded", "amount": round(rng.uniform(5, 300), 2)}
 
 
 def _args_get_weather(rng):
@@ -200,7 +220,7 @@ def _args_send_email(rng):
 
 
 def _result_send_email(rng):
-    return {"message_id": f"<{_alnum(rng, 20)}@mail.example.com>", "queued": True}
+    return {"message_id": f"<{_fresh(rng, 20)}@mail.example.com>", "queued": True}
 
 
 TOOLS = {
@@ -234,7 +254,7 @@ _EXCEPTIONS = (
     ("httpx.ReadTimeout", lambda rng: "The read operation timed out"),
     ("httpx.ConnectError", lambda rng: "[Errno 111] Connection refused"),
     ("TimeoutError", lambda rng: f"tool did not answer within {rng.choice([10, 30, 60])} seconds"),
-    ("ValueError", lambda rng: f"invalid literal for int() with base 10: '{_alnum(rng, 5)}'"),
+    ("ValueError", lambda rng: f"invalid literal for int() with base 10: '{_fresh(rng, 12)}'"),
     ("KeyError", lambda rng: "'customer_id'"),
     ("PermissionError", lambda rng: "[Errno 13] Permission denied: '/data/exports/report.csv'"),
     ("pydantic_core._pydantic_core.ValidationError",
@@ -321,7 +341,7 @@ class _Generator:
                 break
         provider, model, response_model = rng.choice(MODELS)
         agent = rng.choice(AGENTS)
-        conversation = f"conv_{_alnum(rng, 24)}"
+        conversation = f"conv_{_fresh(rng, 24)}"
         root_id = self._id(8)
         start = self.now_ns - rng.randint(90, 3300) * 10**9
         t = start + rng.randint(1, 5) * 10**6
@@ -341,7 +361,7 @@ class _Generator:
                 "gen_ai.request.max_tokens": 4096,
                 "gen_ai.request.top_p": 1.0,
                 "gen_ai.response.model": response_model,
-                "gen_ai.response.id": f"chatcmpl-{_alnum(rng, 29)}",
+                "gen_ai.response.id": f"chatcmpl-{_fresh(rng, 29)}",
                 "gen_ai.response.finish_reasons": ["tool_calls"],
                 "gen_ai.usage.input_tokens": input_tokens,
                 "gen_ai.usage.output_tokens": output_tokens,
@@ -369,7 +389,7 @@ class _Generator:
             {
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": agent,
-                "gen_ai.agent.id": f"asst_{_alnum(rng, 24)}",
+                "gen_ai.agent.id": f"asst_{_fresh(rng, 24)}",
                 "gen_ai.agent.description": f"The {agent} agent: answers customers and calls back-office tools",
                 "gen_ai.provider.name": provider,
                 "gen_ai.request.model": model,
@@ -392,7 +412,7 @@ class _Generator:
         attrs = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": tool,
-            "gen_ai.tool.call.id": f"call_{_alnum(rng, 24)}",
+            "gen_ai.tool.call.id": f"call_{_fresh(rng, 24)}",
             "gen_ai.tool.type": "function",
             "gen_ai.tool.description": description,
             "gen_ai.tool.call.arguments": _dumps(make_args(rng)),
@@ -545,7 +565,9 @@ def simulator_cycle(templates: int = 16, *, spans_per_request: int = SPANS_PER_R
     every kind of evidence, the official SDK's encoder) instead of this module's templates.
 
     Each trace id keeps its first 8 bytes and gets MARKER as its last 8, so copies work the
-    same way; a trace cut across two requests keeps one id. Needs Django set up (the
+    same way; a trace cut across two requests keeps one id. Only trace ids are new in each
+    copy: the fleet's call and conversation ids repeat every cycle, which flatters the
+    server's memory of repeated attribute values (ingest.otlp) a little. Needs Django set up (the
     classifier counts the tool spans)."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 

@@ -348,18 +348,40 @@ def _redact_map(attrs: Mapping, limits: tuple[int, int, int], depth: int) -> dic
         if entry is None:
             entry = _key_entry(key, key_chars)
         key, secret = entry
-        if secret:
-            if value is not None and value is not True and value is not False and value != "":
-                value = REDACTED
-        elif type(value) is str:
-            if cues and _gate(value[:window], cues):  # the part _store_text scrubs
-                value = _store_text(value, value_chars, cues)
-            elif len(value) > value_chars or "\x00" in value or not value.isascii():
-                value = _store_text(value, value_chars, ())
-        elif type(value) is dict or type(value) is list:
-            value = _redact_nested(value, limits, depth + 1)
-        out[key] = value
+        out[key] = _stored_value(value, secret, cues, limits, depth)
     return out
+
+
+def redact_item(key, value, limits: tuple[int, int, int]) -> tuple[str, Any]:
+    """(key, value) of one top-level attribute as `redact_attributes` stores it.
+
+    `limits` is (max key chars, max value chars, max depth). A value's fate depends on
+    its key and itself alone, so callers may remember the answer for a repeated pair.
+    """
+    key, secret = _key_entry(key, limits[0])
+    cues = ()
+    if not secret and type(value) is str and len(value) >= MIN_SECRET_CHARS:
+        window = limits[1] + SCRUB_MARGIN
+        cues = _gate(value if len(value) <= window else value[:window])
+    return key, _stored_value(value, secret, cues, limits, 0)
+
+
+# cues: those found among the strings of the value's map (see _redact_map)
+def _stored_value(value, secret: bool, cues, limits: tuple[int, int, int], depth: int):
+    if secret:
+        if value is not None and value is not True and value is not False and value != "":
+            return REDACTED
+        return value
+    if type(value) is str:
+        value_chars = limits[1]
+        if cues and _gate(value[: value_chars + SCRUB_MARGIN], cues):  # the part _store_text scrubs
+            return _store_text(value, value_chars, cues)
+        if len(value) > value_chars or "\x00" in value or not value.isascii():
+            return _store_text(value, value_chars, ())
+        return value
+    if type(value) is dict or type(value) is list:
+        return _redact_nested(value, limits, depth + 1)
+    return value
 
 
 def _redact_list(values: list, limits: tuple[int, int, int], depth: int) -> list:

@@ -724,6 +724,14 @@ def test_fingerprint_message_replaces_variable_parts_with_placeholders(message, 
     assert fingerprint_message(message) == template
 
 
+def test_a_message_gets_the_same_template_remembered_long_or_asked_twice():
+    short = "Order 8812 not found in 'eu-west-1'"
+    long = short + " " + "x" * 600  # longer messages are not remembered
+
+    assert fingerprint_message(short) == fingerprint_message(short) == "Order <n> not found in <value>"
+    assert fingerprint_message(long) == "Order <n> not found in <value> " + "x" * 600
+
+
 def test_the_same_failure_with_different_ids_and_numbers_has_the_same_fingerprint():
     first = failed_with({"code": "NOT_FOUND", "message": "Order 8812 (req 3f2b8c1e-9d4a-4b7e-8f00-1a2b3c4d5e6f) not found"})
     second = failed_with({"code": "NOT_FOUND", "message": "Order 17 (req 00000000-1111-2222-3333-444444444444) not found"})

@@ -34,7 +34,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from ingest import otlp
 from ingest.limits import DEFAULT_LIMITS, MIB, IngestLimits
 from ingest.records import SpanRecord
-from ingest.redact import REDACTED, TRUNCATION_MARKER
+from ingest.redact import REDACTED, TRUNCATION_MARKER, redact_attributes
 from tests.otlp_builders import agent_with_tools, sdk_spans
 
 NOW_NS = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z
@@ -751,6 +751,65 @@ def test_secrets_are_redacted_in_attributes_resources_events_links_and_messages(
     assert record.attributes["gen_ai.usage.output_tokens"] == 80
     assert record.attributes["llm.token_count.prompt"] == 1200
     assert record.events[0]["attributes"]["api_key"] == REDACTED
+
+
+def _raw_attributes(span: Span) -> dict:
+    return {item.key: otlp._value(item.value) for item in span.attributes}
+
+
+def test_attributes_repeated_across_spans_and_requests_are_stored_as_the_first_time():
+    # Repeated key-value pairs are remembered once redacted: later spans must get exactly
+    # what redacting them afresh gives, secrets and cut values included.
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "http.request.header.authorization": "Bearer abcdefghij0123456789",
+        "note": "retry with api_key=ABC123 later",
+        "url.full": "https://bob:hunter2@api.example.com/v2",
+        "nul": "a\x00b",
+        "long": "y" * 20_000,
+        "count": 3,
+        "ok": True,
+        "ratio": 0.5,
+        "tags": ["a", "token=abcdef123"],
+        "map": {"password": "x", "n": 1},
+    }
+    spans = [pb_span(n, attrs=attrs) for n in range(1, 4)]
+    expected = redact_attributes(_raw_attributes(spans[0]), DEFAULT_LIMITS)
+
+    first = only_records(pb_request(({"service.name": "s"}, spans)))
+    again = only_records(pb_request(({"service.name": "s"}, [pb_span(9, attrs=attrs)])))
+
+    for record in [*first, *again]:
+        assert record.attributes == expected
+    assert "hunter2" not in json.dumps(expected) and "ABC123" not in json.dumps(expected)
+
+
+def test_nested_attribute_values_are_not_shared_between_spans():
+    attrs = {"tags": ["a", "b"], "map": {"k": "v"}}
+    one, two = only_records(pb_request(({}, [pb_span(1, attrs=attrs), pb_span(2, attrs=attrs)])))
+
+    assert one.attributes == two.attributes
+    assert one.attributes["tags"] is not two.attributes["tags"]
+    assert one.attributes["map"] is not two.attributes["map"]
+
+
+def test_a_repeated_value_is_stored_under_each_requests_own_limits():
+    span = pb_span(1, attrs={"note": "z" * 200})
+
+    cut = only_record(pb_request(({}, [span])), IngestLimits(max_attribute_value_chars=100)).attributes["note"]
+    whole = only_record(pb_request(({}, [span]))).attributes["note"]
+
+    assert cut.endswith(" chars]") and len(cut) == 100
+    assert whole == "z" * 200
+
+
+def test_a_key_sent_twice_keeps_its_first_place_and_its_last_value():
+    span = pb_span(1)
+    span.attributes.extend(key_values({"a": 1, "b": 2}) + key_values({"a": 3}))
+
+    record = only_record(pb_request(({}, [span])))
+
+    assert list(record.attributes.items()) == [("a", 3), ("b", 2)]
 
 
 def test_attributes_over_the_limit_are_dropped_and_counted_with_the_senders_own_drops():

@@ -16,6 +16,7 @@ from ingest.redact import (
     clean_string,
     is_secret_key,
     redact_attributes,
+    redact_item,
     redact_string,
     scrub_text,
 )
@@ -285,3 +286,45 @@ def test_searching_only_where_a_secret_can_start_finds_what_a_full_scan_finds(pi
             for variant in (piece, piece.upper(), piece.lower(), piece.swapcase()):
                 text = f"{before}{variant}{after} and {variant}"
                 assert redact._sub_secrets(text) == redact.VALUE_RE.sub(redact._replace, text), text
+
+
+_ONE_ATTRIBUTE_CASES = [
+    ("password", "hunter2"),
+    ("api_key", 1234),
+    ("authorization", ""),
+    ("token", None),
+    ("gen_ai.usage.input_tokens", 42),
+    ("message", "call failed: Authorization: Bearer abcdefghij0123456789"),
+    ("url", "postgres://bob:hunter2@db:5432/x"),
+    ("email", "mail bob@example.com at https://example.com"),
+    ("short", "@://"),
+    ("args", '{"to": "a@example.com", "password": "hunter2"}'),
+    ("nul", "a\x00b"),
+    ("surrogate", "a\ud800b"),
+    ("long", "x" * 20_000),
+    ("long secret", "sk-proj-" + "A" * 20_000),
+    ("k" * 300, "value"),
+    ("nested", {"headers": {"X-Api-Key": "abc"}, "list": ["token=abcdef123", [[[[[[[[1]]]]]]]]]}),
+    ("list", ["ok", "Bearer abcdefghij0123456789"]),
+    ("float", 1.5),
+    ("bool", True),
+]
+
+
+_ITEM_LIMITS = (
+    DEFAULT_LIMITS.max_attribute_key_chars, DEFAULT_LIMITS.max_attribute_value_chars, DEFAULT_LIMITS.max_value_depth
+)
+
+
+@pytest.mark.parametrize(("key", "value"), _ONE_ATTRIBUTE_CASES)
+def test_redact_item_stores_one_attribute_as_redact_attributes_does(key, value):
+    assert dict([redact_item(key, value, _ITEM_LIMITS)]) == redact_attributes({key: value}, DEFAULT_LIMITS)
+
+
+def test_redact_item_judges_a_value_alone_whatever_else_its_map_holds():
+    # In a map, the gate runs over all its strings at once; alone, over the value itself.
+    attrs = {"url": "see https://example.com", "mail": "bob@example.com wrote", "note": "password=s3cr3t"}
+
+    stored = dict(redact_item(key, value, _ITEM_LIMITS) for key, value in attrs.items())
+
+    assert stored == redact_attributes(attrs, DEFAULT_LIMITS)
