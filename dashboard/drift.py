@@ -38,10 +38,13 @@ Method (docs/drift.md has the reasoning, every default and the measured figures)
   hourly retry counts vary about twice as much as Poisson and a plain test would page
   on noise. Minimum events count effective events, count / dispersion. Escalation
   silence uses the exact conditional binomial test.
-- Opening needs z at least the kind's `z_*` (4.25 to 5: strict, for many tools times
-  24 evaluations a day), a relative rise of `min_rise` (1.5x) and minimum volumes, so
+- A retry rise is tested on the rescued calls (retries that succeeded: one per call, so
+  no clusters and 20-30 % more evidence than the retries carry), or on the retry
+  count at a higher bar; its size (`min_rise`) is judged on retries per call.
+- Opening needs z at least the kind's `z_*` (3.9 to 5: strict, for many tools times
+  96 evaluations a day), a relative rise of `min_rise` (1.5x) and minimum volumes, so
   quiet tools page nobody. `retry_rise_flat_error` also needs the error rate flat;
-  when errors rise too it is an `error_rate_spike`.
+  when errors rise too it is an `error_rate_spike`, and it does not open while one fires.
 """
 
 from __future__ import annotations
@@ -99,6 +102,9 @@ class Bucket:
     retries: int  # attempts after the first
     escalations: int
     wasted_retries: int  # retries after a permanent-class failure (a subset of retries)
+    # Retries that failed (a subset of retries). The others succeeded: at most one per
+    # call, they count the calls a retry rescued, a count without the clusters.
+    failed_retries: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +124,13 @@ class Thresholds:
     min_recent_events: int = 10  # effective (count / dispersion) events in the recent window
     # Significance to open, per kind (one-sided z of the likelihood-ratio test; z 5 is
     # p = 2.9e-7 per window and evaluation), for the longest recent window. The headline
-    # kind can afford less: at common volumes its min_rise and flat-error conditions
-    # reject most noise before z does (docs/drift.md).
-    z_retry_rise: float = 4.25
+    # kind can afford less: it is tested on the rescued calls (one per call: no clusters,
+    # so the test's tails are the assumed ones), and its min_rise and flat-error
+    # conditions reject most noise before z does (docs/drift.md).
+    z_retry_rise: float = 3.9
+    # retry_rise_flat_error's second test, on the retry count itself: clustered, so it
+    # needs a higher bar; it catches more retries per rescued call, which the first misses.
+    z_retry_count: float = 5.0
     z_error_spike: float = 5.0
     z_wasted: float = 5.0
     z_silence: float = 5.0
@@ -131,11 +141,13 @@ class Thresholds:
     min_rise: float = 1.5  # recent rate / baseline rate
     max_dispersion: float = 10.0  # cap on the estimated overdispersion
     # retry_rise_flat_error: the error rate counts as flat unless it is up both
-    # significantly (z >= flat_error_max_z, a loose bar) and materially (recent / baseline
-    # > flat_error_max_ratio). Requiring both keeps noise in a short window of a tool with
-    # few errors from vetoing a real quiet failure (docs/drift.md).
+    # significantly (z >= flat_error_max_z) and materially (recent / baseline >
+    # flat_error_max_ratio). Requiring both keeps noise in a short window of a tool with
+    # few errors from vetoing a real quiet failure; the veto is judged at every
+    # evaluation the retries fire, so z 2 (2 % of noise) vetoed 3 % of real steps
+    # (docs/drift.md).
     flat_error_max_ratio: float = 1.25
-    flat_error_max_z: float = 2.0
+    flat_error_max_z: float = 3.0
     # wasted_retries: a rise over baseline must also reach this many wasted retries per
     # call to matter (each costs one call) ...
     wasted_min_rate: float = 0.01
@@ -210,6 +222,7 @@ _INT_FIELDS = {
 _INCLUSIVE_LOW = {"short_window_extra_z", "wasted_min_rate"}
 _FLOAT_FIELDS = {
     "z_retry_rise": (0.0, Z_CAP),
+    "z_retry_count": (0.0, Z_CAP),
     "z_error_spike": (0.0, Z_CAP),
     "z_wasted": (0.0, Z_CAP),
     "z_silence": (0.0, Z_CAP),
@@ -394,11 +407,13 @@ class _Agg:
     transient: int = 0  # retries - wasted_retries: the retries that can hide a failure
     wasted: int = 0
     escalations: int = 0
+    rescued: int = 0  # retries that succeeded: calls a retry rescued (at most one per call)
     hours: int = 0  # hours with calls
     # sum(k^2 / n) per metric, for the dispersion estimates
     q_errors: float = 0.0
     q_transient: float = 0.0
     q_wasted: float = 0.0
+    q_rescued: float = 0.0
 
 
 _start = attrgetter("start")
@@ -425,14 +440,15 @@ class HourlySeries(Sequence[Bucket]):
         self._starts = starts
         # An hour without calls says nothing about rates: it adds nothing, not even an hour.
         rows = [
-            (n, b.errors, b.retries - b.wasted_retries, b.wasted_retries, b.escalations, 1)
+            (n, b.errors, b.retries - b.wasted_retries, b.wasted_retries, b.escalations,
+             min(n, max(0, b.retries - b.failed_retries)), 1)
             if (n := b.calls) > 0
-            else (0, 0, 0, 0, 0, 0)
+            else (0, 0, 0, 0, 0, 0, 0)
             for b in buckets
-        ]
-        columns = list(zip(*rows)) if rows else [()] * 6
+        ]  # fmt: skip
+        columns = list(zip(*rows)) if rows else [()] * 7
         ns = [n or 1 for n in columns[0]]
-        squares = [[k * k / n for k, n in zip(col, ns)] for col in (columns[1], columns[2], columns[3])]
+        squares = [[k * k / n for k, n in zip(col, ns)] for col in (columns[1], columns[2], columns[3], columns[5])]
         self._prefix = [list(accumulate(col, initial=0)) for col in (*columns, *squares)]
 
     def __len__(self) -> int:
@@ -486,6 +502,7 @@ class _Base:
     phi_errors: float
     phi_transient: float
     phi_wasted: float
+    phi_rescued: float
     reason: str  # why it is too thin to compare with, or ""
 
 
@@ -542,6 +559,7 @@ def _baseline(series: HourlySeries, end: datetime, th: Thresholds) -> _Base:
         phi_errors=cap(binomial_dispersion(a.errors, a.calls, a.q_errors, a.hours)),
         phi_transient=cap(poisson_dispersion(a.transient, a.calls, a.q_transient, a.hours)),
         phi_wasted=cap(poisson_dispersion(a.wasted, a.calls, a.q_wasted, a.hours)),
+        phi_rescued=cap(binomial_dispersion(a.rescued, a.calls, a.q_rescued, a.hours)),
         reason=reason,
     )
 
@@ -568,7 +586,14 @@ def _eval_retry(w: _Agg, base: _Base, th: Thresholds, extra_z: float = 0.0) -> E
     e_ratio = _ratio(e_rate_r, e_rate_b)
     e_z = binomial_rise_z(w.errors, w.calls, b.errors, b.calls, phi_e)
     flat = e_z < th.flat_error_max_z or e_ratio <= th.flat_error_max_ratio
-    rising = t_z >= th.z_retry_rise + extra_z and t_ratio >= th.min_rise and w.transient / phi_t >= th.min_recent_events
+    # Significance from the rescued calls (binomial: one per call, so no clusters), or
+    # from the retry count itself at a higher bar (a rise in retries per rescued call);
+    # materiality from the retry rate, the number the page shows.
+    phi_r = base.phi_rescued
+    r_z = binomial_rise_z(w.rescued, w.calls, b.rescued, b.calls, phi_r)
+    rescued_up = r_z >= th.z_retry_rise + extra_z and w.rescued / phi_r >= th.min_recent_events
+    count_up = t_z >= th.z_retry_count + extra_z and w.transient / phi_t >= th.min_recent_events
+    rising = (rescued_up or count_up) and t_ratio >= th.min_rise
 
     def stats() -> dict:
         return {
@@ -584,6 +609,12 @@ def _eval_retry(w: _Agg, base: _Base, th: Thresholds, extra_z: float = 0.0) -> E
             "retry_z": _r(t_z, 3),
             "retry_p": z_to_p(t_z),
             "retry_dispersion": _r(phi_t, 3),
+            "recent_rescued": w.rescued,
+            "baseline_rescued": b.rescued,
+            "rescued_ratio": _json_ratio(_ratio(w.rescued / w.calls, b.rescued / b.calls)),
+            "rescued_z": _r(r_z, 3),
+            "rescued_p": z_to_p(r_z),
+            "rescued_dispersion": _r(phi_r, 3),
             "recent_errors": w.errors,
             "baseline_errors": b.errors,
             "recent_error_rate": _r(e_rate_r),
@@ -592,11 +623,13 @@ def _eval_retry(w: _Agg, base: _Base, th: Thresholds, extra_z: float = 0.0) -> E
             "error_z": _r(e_z, 3),
             "error_dispersion": _r(phi_e, 3),
             "z_required": _r(th.z_retry_rise + extra_z, 3),
+            "z_required_count": _r(th.z_retry_count + extra_z, 3),
             "retry_rising": rising,
             "error_flat": flat,
         }
 
-    return rising and flat, t_z, stats
+    # Windows are ranked by evidence over the bar: the count's z on the rescued calls' scale.
+    return rising and flat, max(r_z, t_z - (th.z_retry_count - th.z_retry_rise)), stats
 
 
 def _eval_error(w: _Agg, base: _Base, th: Thresholds, extra_z: float = 0.0) -> Evaluation:
@@ -732,7 +765,11 @@ def _thresholds_used(kind: str, th: Thresholds) -> dict:
     else:
         used |= {"min_rise": th.min_rise, "resolve_ratio": th.resolve_ratio}
     if kind == RETRY_RISE_FLAT_ERROR:
-        used |= {"flat_error_max_ratio": th.flat_error_max_ratio, "flat_error_max_z": th.flat_error_max_z}
+        used |= {
+            "z_retry_count": th.z_retry_count,
+            "flat_error_max_ratio": th.flat_error_max_ratio,
+            "flat_error_max_z": th.flat_error_max_z,
+        }
     if kind == WASTED_RETRIES:
         used |= {"wasted_min_rate": th.wasted_min_rate, "wasted_floor": th.wasted_floor}
     return used
@@ -843,7 +880,8 @@ def _summary(kind: str, o: _Outcome, is_open: bool) -> str:
     if kind == RETRY_RISE_FLAT_ERROR:
         text = (
             f"retry rate {s['recent_retry_rate']:.3g} vs baseline {s['baseline_retry_rate']:.3g} "
-            f"(z={s['retry_z']:.1f}) while error rate {s['recent_error_rate']:.3g} vs {s['baseline_error_rate']:.3g}"
+            f"(z={s['rescued_z']:.1f} on rescued calls, {s['retry_z']:.1f} on retries) "
+            f"while error rate {s['recent_error_rate']:.3g} vs {s['baseline_error_rate']:.3g}"
         )
     elif kind == ERROR_RATE_SPIKE:
         text = (
@@ -903,10 +941,9 @@ def _detect(
     floor = _floor_fine if view.fine is not None else _floor_hour
     end = floor(now)
     used = _thresholds_used_by_kind(th)
-    findings = []
+    outcomes: dict[str, _Outcome] = {}
     for kind in KINDS:
-        is_open = kind in open_kinds
-        if is_open:
+        if kind in open_kinds:
             anchor = (opened_at or {}).get(kind)
             if anchor is not None:
                 anchor = floor(anchor)
@@ -921,6 +958,17 @@ def _detect(
                     outcome.firing = False
                     outcome.reason = f"condition not yet met in {th.confirm_hours} consecutive hourly evaluations"
                     break
+        outcomes[kind] = outcome
+    retry = outcomes[RETRY_RISE_FLAT_ERROR]
+    if retry.firing and RETRY_RISE_FLAT_ERROR not in open_kinds and outcomes[ERROR_RATE_SPIKE].firing:
+        # Errors rising is an error_rate_spike, not a quiet failure: the kinds exclude each
+        # other, also hours into a spike, once a baseline that took in its first hours no
+        # longer shows the errors as significantly up.
+        retry.firing = False
+        retry.reason = "errors are not flat: error_rate_spike fires"
+    findings = []
+    for kind in KINDS:
+        outcome, is_open = outcomes[kind], kind in open_kinds
         statistics: dict[str, Any] = {
             "evaluated": outcome.stats is not None,
             "mode": "hold" if is_open else "open",

@@ -46,7 +46,7 @@ def hourly_series(
         .values("tool", "bucket_start")
         .annotate(
             calls=Sum("calls"), errors=Sum("errors"), retries=Sum("retries"),
-            escalations=Sum("escalations"), wasted_retries=Sum("wasted_retries"),
+            escalations=Sum("escalations"), wasted_retries=Sum("wasted_retries"), failed_retries=Sum("failed_retries"),
         )  # fmt: skip
         .order_by("tool", "bucket_start")
     )
@@ -56,6 +56,7 @@ def hourly_series(
             drift.Bucket(
                 start=row["bucket_start"], calls=row["calls"], errors=row["errors"], retries=row["retries"],
                 escalations=row["escalations"], wasted_retries=row["wasted_retries"],
+                failed_retries=row["failed_retries"],
             )  # fmt: skip
         )
     return series

@@ -13,7 +13,10 @@ The traffic model, per tool and hour:
   makes 1-4 retries (a retry fails again with probability 0.2-0.6; the policy stops after
   5 attempts), so hourly retry counts are over-dispersed (Var/Mean about 1.4-2.3);
 - wasted retries (retries after a permanent failure) are generated the same way and
-  added to the retries: they are a subset of them, as in the rollups.
+  added to the retries: they are a subset of them, as in the rollups;
+- failed retries: all of a cluster's retries but its last, which fails too (the call
+  gives up) with probability `retry_again` when the cluster reached the cap, and every
+  wasted retry; so retries - failed retries count the calls a retry rescued.
 Scenarios can be drawn in 15-minute buckets (`generate(..., fine=True)`), whose sums are
 the hours, for evaluating every quarter hour; a change's rate is averaged over a bucket,
 which is exact for its counts. S5's step comes at a random minute.
@@ -50,6 +53,7 @@ __all__ = [
     "ToolModel",
     "binomial",
     "clustered",
+    "clusters",
     "expected_calls",
     "generate",
     "poisson",
@@ -168,11 +172,16 @@ def clustered(rng: random.Random, n: int, rate: float, again: float, cap: int = 
     multinomial draw, taken as sequential binomials, so an hour costs O(cap) draws.
     Var/Mean = E[s^2]/E[s], about 1.4-2.3 for the tools here.
     """
+    return clusters(rng, n, rate, again, cap)[0]
+
+
+def clusters(rng: random.Random, n: int, rate: float, again: float, cap: int = MAX_RETRIES) -> tuple[int, int, int]:
+    """(retries, calls that retried, calls that reached the cap) of `clustered`, from the same draws."""
     if n <= 0 or rate <= 0.0:
-        return 0
+        return 0, 0, 0
     sizes = cluster_sizes(again, cap)
     m = sum(s * p for s, p in enumerate(sizes, start=1))
-    k = binomial(rng, n, min(1.0, rate / m))
+    k = retried = binomial(rng, n, min(1.0, rate / m))
     total = 0
     left_p = 1.0
     for s, p in enumerate(sizes[:-1], start=1):
@@ -182,7 +191,8 @@ def clustered(rng: random.Random, n: int, rate: float, again: float, cap: int = 
         total += s * c
         k -= c
         left_p -= p
-    return total + cap * max(k, 0)
+    k = max(k, 0)
+    return total + cap * k, retried, k
 
 
 # ---------------------------------------------------------------------------------------
@@ -281,14 +291,26 @@ def expected_calls(model: ToolModel, hour_of_day: int) -> float:
 
 
 def _series(
-    rng: random.Random, model: ToolModel, start: datetime, hours: int, change: _Change, fine: bool = False
+    rng: random.Random,
+    model: ToolModel,
+    start: datetime,
+    hours: int,
+    change: _Change,
+    fine: bool = False,
+    outcomes: random.Random | None = None,
 ) -> tuple[list[Bucket], list[Bucket]]:
     """(hourly buckets, FINE buckets or []) of one tool.
 
     With `fine`, every hour is drawn as FINE_PER_HOUR sub-buckets and the hour is their
     sum (the same distribution as one hourly draw, and exactly what the rollups hold: an
     hour is the sum of its 5-minute buckets).
+
+    Failed retries: every retry of a cluster fails but its last, which fails too (the
+    call gives up) with probability `retry_again` when the cluster reached the policy's
+    cap; wasted retries all fail. Those last outcomes are drawn from `outcomes`, a stream
+    of their own, so the traffic is the same draw as without them.
     """
+    outcomes = outcomes or random.Random(f"{model.name}:outcomes")
     hourly, sub = [], []
     first_hour = start.hour
     parts = FINE_PER_HOUR if fine else 1
@@ -307,16 +329,20 @@ def _series(
             wasted_rate = change.wasted(t0, t1) if change.wasted else model.wasted_rate
             errors = binomial(rng, calls, min(err, 1.0))
             wasted = clustered(rng, calls, wasted_rate, model.wasted_again)
-            retries = clustered(rng, calls, retry, model.retry_again) + wasted
+            transient, retried, capped = clusters(rng, calls, retry, model.retry_again)
+            retries = transient + wasted
             escalations = binomial(rng, errors, min(share, 1.0))
-            parts_of_hour.append(Bucket(start + i * HOUR + j * FINE, calls, errors, retries, escalations, wasted))
+            failed = transient - retried + binomial(outcomes, capped, model.retry_again) + wasted
+            parts_of_hour.append(
+                Bucket(start + i * HOUR + j * FINE, calls, errors, retries, escalations, wasted, failed)
+            )
         if fine:
             sub.extend(parts_of_hour)
             hourly.append(
                 Bucket(
                     start + i * HOUR, sum(b.calls for b in parts_of_hour), sum(b.errors for b in parts_of_hour),
                     sum(b.retries for b in parts_of_hour), sum(b.escalations for b in parts_of_hour),
-                    sum(b.wasted_retries for b in parts_of_hour),
+                    sum(b.wasted_retries for b in parts_of_hour), sum(b.failed_retries for b in parts_of_hour),
                 )  # fmt: skip
             )
         else:
@@ -377,7 +403,12 @@ def _build(
     rng = rng or random.Random(f"{name}:{seed}:traffic")
     hours = days * 24
     changes = changes or {}
-    drawn = {m.name: _series(rng, m, EPOCH, hours, changes.get(m.name, _Change()), fine) for m in models}
+    drawn = {
+        m.name: _series(
+            rng, m, EPOCH, hours, changes.get(m.name, _Change()), fine, random.Random(f"{name}:{seed}:{m.name}:outcomes")
+        )
+        for m in models
+    }
     return Scenario(
         name=name,
         seed=seed,

@@ -190,6 +190,7 @@ _LABELS = {
     "window_hours": "Recent window (hours)",
     "baseline_hours": "Baseline (hours)",
     "z_required": "z required to fire",
+    "z_required_count": "z required to fire (retry count)",
     "z_open": "z to open",
     "z": "z",
 }

@@ -19,7 +19,7 @@ def store(project, scenario, *, resolution: int = 3600, series=None) -> None:
                 project=project, resolution=resolution, bucket_start=bucket.start, tool=tool, service="svc",
                 calls=bucket.calls, attempts=bucket.calls + bucket.retries, errors=bucket.errors,
                 retries=bucket.retries, escalations=bucket.escalations, wasted_retries=bucket.wasted_retries,
-                resolved=bucket.calls - bucket.errors,
+                failed_retries=bucket.failed_retries, resolved=bucket.calls - bucket.errors,
             )  # fmt: skip
             for tool, buckets in (series or scenario.series).items()
             for bucket in buckets
@@ -89,3 +89,6 @@ def test_off_the_hour_the_job_judges_windows_ending_at_now_from_the_5_minute_rol
     assert alerts[0].opened_at <= expected.onset + dt.timedelta(hours=2)
     recent = [dt.datetime.fromisoformat(moment) for moment in alerts[0].evidence["recent"]]
     assert recent[1] == episode.opened  # the window ends at the quarter, not at the hour
+    # The failed retries are read: the rescued calls are fewer than the retries.
+    statistics = alerts[0].evidence["statistics"]
+    assert 0 < statistics["recent_rescued"] < statistics["recent_retries"]
