@@ -24,7 +24,7 @@ rollups and pages, no use for drift detection (bench/drift_eval.py has its own s
    the seed's last 24 digits are (checked; span ids are kept, unique within a trace as in
    the seed). `fleet_history` shifts copy k by whole days: day k holds the seed day's
    traffic; with spans=False only the tool-call rows are copied (what bench/rollup.py needs).
-3. The staging tables are dropped. Nothing is queued in ingest_changedhour and no
+3. The staging tables are dropped. Nothing is queued in ingest_changedbucket and no
    IngestStat is written: the benches compute the rollups themselves.
 
 Needs Django set up on the bench database (bench.ingest.django_setup) and the target

@@ -1,15 +1,15 @@
-"""Rollups: the buckets of changed hours recomputed from the tool calls (SPEC 5).
+"""Rollups: the buckets of changed tool calls recomputed from the calls (SPEC 5).
 
-Ingest queues the hour of every tool call it stores (ingest.ChangedHour, in the same
-transaction). `rollups_refresh` claims a project's queued hours and recomputes each
-with the hour before it (a retry arriving late can change a call that started then):
-it loads the attempts around the range, links them into logical calls
-(dashboard.attempts), and replaces the range's rollup rows: ToolRollup per tool and
-dimension, and ToolRollupTotal, their sums per tool (what pages without a dimension
-filter read), in the same transaction. Recomputing instead of
-incrementing makes a rerun, a late span or a resend harmless: the rows come out the
-same. On PostgreSQL an advisory lock keeps two runs off the same project.
-"""
+Ingest queues the 5-minute bucket of every tool call it stores (ingest.ChangedBucket, in
+the same transaction). `rollups_refresh` claims a project's queued buckets and recomputes
+them: it links the attempts around the range into logical calls (dashboard.attempts) and
+replaces the range's rollup rows: ToolRollup per tool and dimension, and ToolRollupTotal,
+their sums per tool (what pages without a dimension filter read), in the same
+transaction. Recomputing instead of incrementing makes a rerun, a late span or a resend
+harmless: the rows come out the same. On PostgreSQL an advisory lock keeps two runs off
+the same project, and the work is done in SQL (dashboard.rollups_sql), 5 minutes at a
+time within the fine horizon; this module's Python path is SQLite's and the reference the
+SQL one is tested against."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ from dashboard.attempts import Attempt, CallTotals, LogicalCall, call_counts, li
 from dashboard.models import ERROR_CLASSES, ToolRollup, ToolRollupTotal
 from django.utils import timezone
 
-from ingest.models import ChangedHour, Project, ToolCall
+from ingest.models import ChangedBucket, Project, ToolCall
 from ingest.retention import retention_cutoff
+from ingest.taxonomy import CONTRACT_CHECKS
 from ingest.storage import copy_rows
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,20 @@ DAY = dt.timedelta(days=1)
 # 5-minute rows serve ranges of a few hours (and drift's newest hours); older ones are
 # pruned nightly and not recreated, since they were most of the rollup rows.
 FINE_HORIZON = dt.timedelta(days=3)
+# Ingest queues the 5-minute buckets of the calls it stores (ingest.ChangedBucket). A bucket
+# is settled SETTLE after its end (most late spans, the long calls' and the exporters'
+# batches, are in by then); before that it is recomputed only while it holds at most
+# OPEN_BUCKET_CALLS calls (a few seconds' work). So a quiet project's newest bucket is fresh
+# every minute, and a busy project's is rolled up once, when it has settled, instead of
+# being read again every minute as it fills.
+BUCKET = dt.timedelta(minutes=5)
+SETTLE = dt.timedelta(minutes=1)
+OPEN_BUCKET_CALLS = 50_000
+# Changed buckets this close together are recomputed as one range, the quiet ones between
+# included: one pass instead of many small ones when late spans scatter over the hours.
+RANGE_GAP = dt.timedelta(minutes=15)
+# The contract checks rollups tally (what ingest records; a stray key is not counted).
+CONTRACT_NAMES = tuple(name for name, _ in CONTRACT_CHECKS)
 _LOCK_NAMESPACE = 7_310_020  # pg_advisory_lock(namespace, project id): one rollup run per project
 
 _ATTEMPT_FIELDS = (
@@ -90,7 +105,7 @@ def aggregate(calls: Iterable[LogicalCall], *, fine_since: dt.datetime | None = 
             bucket.latencies.extend(latencies)
             if contract:
                 for check, passed in contract.items():
-                    if passed is not None:
+                    if passed is not None and check in CONTRACT_NAMES:
                         tally = bucket.contract.setdefault(check, [0, 0])
                         tally[0] += bool(passed)
                         tally[1] += 1
@@ -190,10 +205,12 @@ def load_failures(
     """The failed attempts that started in [start, end) grouped by fingerprint per 5-minute and
     hour bucket and tool (one grouped query): {(project, resolution, bucket start, tool):
     {fingerprint: [count, first seen, last seen, class, message]}}, ISO times in UTC."""
+    # The greatest class and message by code point, as Python compares them (merge_failures).
+    c = ' COLLATE "C"' if connection.vendor == "postgresql" else ""
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {_FAILURES_SQL[connection.vendor]}, tool, fingerprint, COUNT(*), MIN(start_time), MAX(start_time), "
-            "MAX(error_class), MAX(message) FROM ingest_toolcall WHERE project_id = %s AND start_time >= %s "
+            f"MAX(error_class{c}), MAX(message{c}) FROM ingest_toolcall WHERE project_id = %s AND start_time >= %s "
             "AND start_time < %s AND NOT ok AND fingerprint <> '' GROUP BY 1, 2, 3",
             [project_id, start, end],
         )
@@ -243,6 +260,11 @@ def load_attempts(project_id: int, start: dt.datetime, end: dt.datetime) -> list
             .values_list(*_ATTEMPT_FIELDS)
             .iterator(chunk_size=5000)
         )
+    return attempts_from_rows(rows)
+
+
+def attempts_from_rows(rows: Iterable[tuple]) -> list[Attempt]:
+    """Attempts from rows of _ATTEMPT_FIELDS (contract None for successful attempts)."""
     return [
         Attempt(
             trace_id=trace_id, span_id=span_id, tool=tool, start=start_time, ok=ok, error_class=error_class,
@@ -281,9 +303,21 @@ def rollups_recompute(
     per-tool totals; returns the ToolRollup rows written.
 
     The days the range touches get their DAY rows summed again from their HOUR rows. With
-    `fine_since`, calls before it get no 5-minute rows.
+    `fine_since` (taken to its hour), calls before it get no 5-minute rows. On PostgreSQL
+    the work is done in SQL (dashboard.rollups_sql), with the same result.
     """
     start, end = floor_time(start, 3600), floor_time(end - dt.timedelta(microseconds=1), 3600) + HOUR
+    fine_since = floor_time(fine_since, 3600) if fine_since else None
+    if connection.vendor == "postgresql":
+        from dashboard import rollups_sql  # it builds on this module
+
+        return rollups_sql.recompute(project_id=project_id, start=start, end=end, fine_since=fine_since)
+    return recompute_in_python(project_id=project_id, start=start, end=end, fine_since=fine_since)
+
+
+def recompute_in_python(*, project_id: int, start: dt.datetime, end: dt.datetime, fine_since: dt.datetime | None) -> int:
+    """rollups_recompute linking every call in Python: SQLite's path, and the reference the
+    PostgreSQL one is tested against. Arguments already aligned as rollups_recompute does."""
     attempts = load_attempts(project_id, start - LINK_SLACK, end + LINK_SLACK)
     calls = [call for call in link_attempts(attempts) if start <= call.first.start < end]
     rows = _rows(project_id, aggregate(calls, fine_since=fine_since))
@@ -353,13 +387,31 @@ def hour_ranges(hours: Iterable[dt.datetime]) -> list[tuple[dt.datetime, dt.date
     return [(start, end) for start, end in ranges]
 
 
-def _claim_changed_hours(project_id: int) -> list[dt.datetime]:
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM ingest_changedhour WHERE project_id = %s RETURNING hour", [project_id])
-            hours = [row[0] for row in cursor.fetchall()]
-    # SQLite hands back naive strings or datetimes; make them aware datetimes.
-    return [_aware(hour) for hour in hours]
+def bucket_ranges(buckets: Iterable[dt.datetime], gap: dt.timedelta = dt.timedelta(0)) -> list[tuple[dt.datetime, dt.datetime]]:
+    """5-minute bucket starts -> merged [start, end) ranges; buckets at most `gap` apart join a
+    range (with the quiet buckets between)."""
+    ranges: list[list[dt.datetime]] = []
+    for bucket in sorted(set(buckets)):
+        if ranges and bucket <= ranges[-1][1] + gap:
+            ranges[-1][1] = max(ranges[-1][1], bucket + BUCKET)
+        else:
+            ranges.append([bucket, bucket + BUCKET])
+    return [(start, end) for start, end in ranges]
+
+
+def _claim_changed_buckets(project_id: int, now: dt.datetime) -> list[dt.datetime]:
+    """Take the queued buckets that are settled, and the others while they are small (see SETTLE)."""
+    queued = ChangedBucket.objects.filter(project_id=project_id).values_list("pk", "bucket_start")
+    taken = {pk: start for pk, start in ((pk, _aware(start)) for pk, start in queued)
+             if start + BUCKET + SETTLE <= now or _small(project_id, start)}  # fmt: skip
+    if taken:
+        ChangedBucket.objects.filter(pk__in=taken).delete()
+    return list(taken.values())
+
+
+def _small(project_id: int, bucket: dt.datetime) -> bool:
+    calls = ToolCall.objects.filter(project_id=project_id, start_time__gte=bucket, start_time__lt=bucket + BUCKET)
+    return calls.values("pk")[:OPEN_BUCKET_CALLS + 1].count() <= OPEN_BUCKET_CALLS
 
 
 def _aware(value) -> dt.datetime:
@@ -369,35 +421,59 @@ def _aware(value) -> dt.datetime:
 
 
 def rollups_refresh(*, project_id: int, now: dt.datetime | None = None) -> int | None:
-    """Recompute the project's changed hours; None when another run holds the project.
+    """Recompute the project's changed buckets; None when another run holds the project.
 
-    Hours past the project's retention are never recomputed: their raw calls are gone
-    (or going), and the rollups are all that is left of them.
+    On PostgreSQL, buckets within the 5-minute horizon are recomputed 5 minutes at a time
+    (their hours summed from the 5-minute rows), and a call that began in an earlier bucket
+    and has an attempt in a changed one gets its own bucket recomputed too; older buckets,
+    and every bucket on SQLite, are recomputed a whole hour at a time with the hour before.
+    Hours past the project's retention are never recomputed: their raw calls are gone (or
+    going), and the rollups are all that is left of them.
     """
     now = now or timezone.now()
     oldest = floor_time(retention_cutoff(Project.objects.get(pk=project_id), now), 3600) + HOUR
+    # Hours wholly inside the horizon, whose 5-minute rows are all there to be summed.
+    fine_since = floor_time(now - FINE_HORIZON, 3600) + HOUR
     with _project_lock(project_id) as acquired:
         if not acquired:
             return None
-        hours = _claim_changed_hours(project_id)
-        written = 0
+        buckets = _claim_changed_buckets(project_id, now)
         try:
-            for start, end in hour_ranges(hours):
-                if end > oldest:
-                    written += rollups_recompute(
-                        project_id=project_id, start=max(start, oldest), end=end, fine_since=now - FINE_HORIZON
-                    )
+            return _recompute_buckets(project_id, buckets, oldest, fine_since, now)
         except BaseException:
-            # Put the claimed hours back so the next run does them.
-            ChangedHour.objects.bulk_create(
-                [ChangedHour(project_id=project_id, hour=hour) for hour in hours], ignore_conflicts=True
+            # Put the claimed buckets back so the next run does them.
+            ChangedBucket.objects.bulk_create(
+                [ChangedBucket(project_id=project_id, bucket_start=bucket) for bucket in buckets], ignore_conflicts=True
             )
             raise
-        return written
+
+
+def _recompute_buckets(project_id, buckets, oldest: dt.datetime, fine_since: dt.datetime, now: dt.datetime) -> int:
+    written = 0
+    if connection.vendor == "postgresql":
+        from dashboard import rollups_sql  # it builds on this module
+
+        fine = [bucket for bucket in buckets if bucket >= max(fine_since, oldest)]
+        buckets = [bucket for bucket in buckets if bucket < fine_since]
+        earlier: set[dt.datetime] = set()
+        for start, end in bucket_ranges(fine, gap=RANGE_GAP):
+            rows, before = rollups_sql.recompute_fine(project_id=project_id, start=start, end=end)
+            written += rows
+            earlier |= before
+        # The buckets where calls with a new attempt began, unless done already (once: they
+        # hold no new attempt themselves, so they send no one further back).
+        earlier -= set(fine)
+        for start, end in bucket_ranges(bucket for bucket in earlier if bucket >= max(fine_since, oldest)):
+            written += rollups_sql.recompute_fine(project_id=project_id, start=start, end=end)[0]
+        buckets += [bucket for bucket in earlier if bucket < fine_since]
+    for start, end in hour_ranges(floor_time(bucket, 3600) for bucket in buckets):
+        if end > oldest:
+            written += rollups_recompute(project_id=project_id, start=max(start, oldest), end=end, fine_since=now - FINE_HORIZON)
+    return written
 
 
 def projects_with_changes() -> list[int]:
-    return sorted(set(ChangedHour.objects.values_list("project_id", flat=True).distinct()))
+    return sorted(set(ChangedBucket.objects.values_list("project_id", flat=True).distinct()))
 
 
 class _project_lock:

@@ -221,16 +221,17 @@ def new_api_key() -> str:
     return API_KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-class ChangedHour(models.Model):
-    """Hours of tool calls that changed since the rollups last read them: the rollup job's queue.
+class ChangedBucket(models.Model):
+    """5-minute buckets of tool calls that changed since the rollups last read them: the rollup
+    job's queue.
 
-    Ingest marks the hours of the tool calls it stores in the same transaction, so the
+    Ingest marks the buckets of the tool calls it stores in the same transaction, so the
     job, which claims and recomputes them, can never miss a committed call, however late
     it arrives.
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE)
-    hour = models.DateTimeField()
+    bucket_start = models.DateTimeField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["project", "hour"], name="changedhour_unique")]
+        constraints = [models.UniqueConstraint(fields=["project", "bucket_start"], name="changedbucket_unique")]

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db.models import Max
 
 from ingest import partitions
-from ingest.models import ChangedHour, Project, Span, ToolCall
+from ingest.models import ChangedBucket, Project, Span, ToolCall
 
 
 def retention_cutoff(project: Project, now: dt.datetime) -> dt.datetime:
@@ -30,5 +30,5 @@ def retention_apply(*, now: dt.datetime) -> dict[str, int]:
         cutoff = retention_cutoff(project, now)
         for model in (Span, ToolCall):
             deleted += model.objects.filter(project=project, start_time__lt=cutoff).delete()[0]
-        ChangedHour.objects.filter(project=project, hour__lt=cutoff).delete()
+        ChangedBucket.objects.filter(project=project, bucket_start__lt=cutoff).delete()
     return {"partitions_dropped": len(dropped), "rows_deleted": deleted}

@@ -20,7 +20,6 @@ from ingest.records import SpanRecord
 
 # Spans flattened and written per step, so a 64 MiB request never holds all its rows at once.
 SLICE_SPANS = 2_000
-HOUR_NS = 3600 * 1_000_000_000
 # How often last_used_at is written for a busy key: not on every request.
 KEY_TOUCH_INTERVAL = dt.timedelta(seconds=60)
 
@@ -176,7 +175,7 @@ def _write_slice(project, spans, escalation_tools, now, parents, agents, agentle
     result.accepted += len(new_keys)
     result.duplicates += len(spans) - len(new_keys)
     toolcall_rows = []
-    hours: set[int] = set()
+    buckets: set[int] = set()
     for span in spans:
         key = (span.trace_id, span.span_id)
         if key not in new_keys:
@@ -190,9 +189,9 @@ def _write_slice(project, spans, escalation_tools, now, parents, agents, agentle
             if not call.agent:
                 agentless.append(key)
         toolcall_rows.append(storage.toolcall_row(project.pk, span, call, now))
-        hours.add(span.start_ns // HOUR_NS)
+        buckets.add(span.start_ns // storage.BUCKET_NS)
     storage.insert_toolcalls(toolcall_rows)
-    storage.mark_changed_hours(project.pk, hours)
+    storage.mark_changed_buckets(project.pk, buckets)
     result.tool_calls += len(toolcall_rows)
 
 
@@ -217,7 +216,8 @@ def _settle_agents(project, parents, agents, agentless, first_start_ns: int) -> 
             if agent:
                 all_agents.setdefault((trace_id, span_id), agent)
         resolved.update(linking.resolve_agents(targets - resolved.keys(), all_parents, all_agents))
-    storage.set_toolcall_agents(project.pk, resolved, since)
+    changed = storage.set_toolcall_agents(project.pk, resolved, since)
+    storage.mark_changed_buckets(project.pk, {int(start.timestamp()) * 10**9 // storage.BUCKET_NS for start in changed})
 
 
 def _record_stats(project: Project, now: dt.datetime, result: IngestResult) -> None:

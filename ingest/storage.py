@@ -245,9 +245,11 @@ def find_toolcalls_without_agent(project_id: int, trace_ids: Sequence[str], sinc
     return rows
 
 
-def set_toolcall_agents(project_id: int, agents: dict[Key, str], since: dt.datetime) -> None:
+def set_toolcall_agents(project_id: int, agents: dict[Key, str], since: dt.datetime) -> list[dt.datetime]:
+    """Give stored tool calls without an agent theirs; returns the start times of those changed
+    (their rollup buckets must be recomputed: the agent is a rollup dimension)."""
     if not agents:
-        return
+        return []
     items = sorted((key, _fit(agent, _CALL_W["agent"])) for key, agent in agents.items())
     if connection.vendor == "postgresql":
         # One statement for the whole request: this runs on most requests, since agent
@@ -258,25 +260,31 @@ def set_toolcall_agents(project_id: int, agents: dict[Key, str], since: dt.datet
             cursor.execute(
                 f"UPDATE ingest_toolcall AS t SET agent = v.agent FROM (VALUES {values}) AS v(trace_id, span_id, agent) "
                 "WHERE t.project_id = %s AND t.trace_id = v.trace_id AND t.span_id = v.span_id "
-                "AND t.start_time >= %s AND t.agent = ''",
+                "AND t.start_time >= %s AND t.agent = '' RETURNING t.start_time",
                 [*params, project_id, since],
             )
-        return
+            return [row[0] for row in cursor.fetchall()]
+    changed = []
     for (trace_id, span_id), agent in items:
-        ToolCall.objects.filter(
-            project_id=project_id, trace_id=trace_id, span_id=span_id, start_time__gte=since, agent=""
-        ).update(agent=agent)
+        calls = ToolCall.objects.filter(project_id=project_id, trace_id=trace_id, span_id=span_id, start_time__gte=since, agent="")
+        changed += calls.values_list("start_time", flat=True)
+        calls.update(agent=agent)
+    return changed
 
 
-def mark_changed_hours(project_id: int, hours: set[int]) -> None:
-    """Queue hours (as hours since the epoch) for the rollup job; already queued ones stay once."""
-    if not hours:
+BUCKET_NS = 300 * 1_000_000_000  # the rollup job's unit (dashboard.rollups.BUCKET)
+
+
+def mark_changed_buckets(project_id: int, buckets: set[int]) -> None:
+    """Queue 5-minute buckets (as BUCKET_NS since the epoch) for the rollup job; already queued
+    ones stay once."""
+    if not buckets:
         return
-    values = ", ".join(["(%s, %s)"] * len(hours))
-    params = [value for hour in sorted(hours) for value in (project_id, ns_to_datetime(hour * 3_600_000_000_000))]
+    values = ", ".join(["(%s, %s)"] * len(buckets))
+    params = [value for bucket in sorted(buckets) for value in (project_id, ns_to_datetime(bucket * BUCKET_NS))]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO ingest_changedhour (project_id, hour) VALUES {values} "
-            "ON CONFLICT (project_id, hour) DO NOTHING",
+            f"INSERT INTO ingest_changedbucket (project_id, bucket_start) VALUES {values} "
+            "ON CONFLICT (project_id, bucket_start) DO NOTHING",
             params,
         )

@@ -18,7 +18,7 @@ from config.celery import app
 from dashboard.models import ToolRollup
 from dashboard.tasks import refresh_project_rollups, refresh_rollups
 from ingest.demo import demo_request
-from ingest.models import ChangedHour
+from ingest.models import ChangedBucket
 from ingest.services import spans_ingest
 from tests.conftest import require_service
 from tests.factories import make_project
@@ -83,8 +83,9 @@ def test_a_real_worker_refreshes_rollups_and_a_second_run_changes_nothing(worker
 
     written = run(refresh_project_rollups, project.pk)
 
-    assert written == ToolRollup.objects.filter(project=project).count() > 0
-    assert not ChangedHour.objects.filter(project=project).exists()
+    # Rows written, an hour's or a day's counted again when several of its buckets changed apart.
+    assert written >= ToolRollup.objects.filter(project=project).count() > 0
+    assert not ChangedBucket.objects.filter(project=project).exists()
     rows = list(ToolRollup.objects.filter(project=project).order_by("id").values_list("bucket_start", "tool", "calls"))
     assert run(refresh_project_rollups, project.pk) == 0  # nothing changed since
     assert list(ToolRollup.objects.filter(project=project).order_by("id").values_list("bucket_start", "tool", "calls")) == rows
@@ -102,6 +103,6 @@ def test_the_periodic_fan_out_reaches_every_changed_project(worker):
     import time
 
     deadline = time.monotonic() + 60
-    while ChangedHour.objects.exists() and time.monotonic() < deadline:
+    while ChangedBucket.objects.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert all(ToolRollup.objects.filter(project=project).exists() for project in projects)

@@ -137,5 +137,5 @@ def test_fleet_history_puts_the_seed_day_on_each_day():
     )
     assert per_day == (history.seed.calls, history.seed.calls, history.calls)
     assert _one("SELECT count(*) FROM ingest_span") == (history.spans,)
-    assert _one("SELECT count(*) FROM ingest_changedhour") == (0,)
+    assert _one("SELECT count(*) FROM ingest_changedbucket") == (0,)
     assert _one("SELECT to_regclass(%s)", [fleet_load.SPAN_STAGE]) == (None,)

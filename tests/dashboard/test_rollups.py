@@ -7,12 +7,12 @@ from django.db import connection
 from django.utils import timezone
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from dashboard import histograms, selectors
+from dashboard import histograms, rollups, selectors
 from dashboard.attempts import link_attempts, totals
 from dashboard.models import ToolRollup, ToolRollupTotal
 from dashboard.rollups import FINE_HORIZON, ROLLUP_COLUMNS, hour_ranges, merge_failures, load_attempts, rollups_prune_fine, rollups_recompute, rollups_refresh
 from ingest.demo import demo_request
-from ingest.models import ChangedHour
+from ingest.models import ChangedBucket, ToolCall
 from ingest.services import spans_ingest
 from tests.factories import make_project
 
@@ -92,13 +92,14 @@ def demo():
     return demo_request(seed=11, traces=90, hours=6, now_ns=int(NOW.timestamp()) * 10**9)
 
 
-def test_ingest_queues_the_hours_of_the_tool_calls_it_stores(demo):
+def test_ingest_queues_the_5_minute_buckets_of_the_tool_calls_it_stores(demo):
     project = make_project()
 
     ingest(project, demo)
 
-    hours = set(ChangedHour.objects.filter(project=project).values_list("hour", flat=True))
-    assert hours and all(hour.minute == 0 and NOW - dt.timedelta(hours=7) <= hour <= NOW for hour in hours)
+    buckets = set(ChangedBucket.objects.filter(project=project).values_list("bucket_start", flat=True))
+    starts = {rollups.floor_time(start, 300) for start in ToolCall.objects.filter(project=project).values_list("start_time", flat=True)}
+    assert buckets == starts and all(bucket.minute % 5 == 0 and bucket.second == 0 for bucket in buckets)
 
 
 def test_refresh_rolls_up_exactly_what_linking_the_stored_calls_gives(demo):
@@ -113,7 +114,7 @@ def test_refresh_rolls_up_exactly_what_linking_the_stored_calls_gives(demo):
         assert sum(getattr(row, name) for row in hourly) == getattr(expected, name), name
     five = ToolRollup.objects.filter(project=project, resolution=300)
     assert sum(row.calls for row in five) == expected.calls
-    assert not ChangedHour.objects.filter(project=project).exists()
+    assert not ChangedBucket.objects.filter(project=project).exists()
 
 
 def test_a_rerun_yields_identical_rows(demo):
@@ -196,6 +197,8 @@ def test_a_second_run_on_the_same_project_steps_aside():
     try:
         other.execute("SELECT pg_advisory_lock(7310020, %s)", [project.pk])
         assert rollups_refresh(project_id=project.pk, now=NOW) is None
+        # Released here: a closed connection's backend lets go of it a moment later.
+        other.execute("SELECT pg_advisory_unlock(7310020, %s)", [project.pk])
     finally:
         other.close()
     assert rollups_refresh(project_id=project.pk, now=NOW) == 0
@@ -210,7 +213,7 @@ def test_hours_past_the_retention_keep_their_rollups(demo):
     from ingest.retention import retention_apply
 
     retention_apply(now=later)
-    ChangedHour.objects.create(project=project, hour=NOW - dt.timedelta(hours=5))  # a stray queued hour
+    ChangedBucket.objects.create(project=project, bucket_start=NOW - dt.timedelta(hours=5))  # a stray queued bucket
     rollups_refresh(project_id=project.pk, now=later)
 
     assert rollup_rows(project) == kept
@@ -351,3 +354,25 @@ def test_the_totals_hold_each_buckets_failures_by_fingerprint_as_the_calls_give_
     assert from_calls == [] and [row["count"] for row in with_rollups] == sorted(
         (count for (name, _), (count, *_) in expected.items() if name == tool), reverse=True
     )[: selectors.TOP_FINGERPRINTS]
+
+
+def test_a_busy_bucket_is_rolled_up_once_it_has_settled_and_a_quiet_one_at_once(demo, monkeypatch):
+    project = make_project()
+    ingest(project, demo)
+    newest = max(ChangedBucket.objects.filter(project=project).values_list("bucket_start", flat=True))
+    during = newest + dt.timedelta(minutes=2)  # the newest bucket is still filling
+    calls_in_it = ToolCall.objects.filter(project=project, start_time__gte=newest).count()
+    assert calls_in_it > 1
+
+    monkeypatch.setattr(rollups, "OPEN_BUCKET_CALLS", calls_in_it - 1)  # busy: it waits
+    rollups_refresh(project_id=project.pk, now=during)
+    assert list(ChangedBucket.objects.filter(project=project).values_list("bucket_start", flat=True)) == [newest]
+
+    rollups_refresh(project_id=project.pk, now=newest + rollups.BUCKET + rollups.SETTLE)  # settled
+    assert not ChangedBucket.objects.filter(project=project).exists()
+    assert ToolRollup.objects.filter(project=project, resolution=300, bucket_start=newest, calls__gt=0).exists()
+
+    ingest(project, demo_request(seed=13, traces=2, hours=1, now_ns=int(during.timestamp()) * 10**9))
+    monkeypatch.setattr(rollups, "OPEN_BUCKET_CALLS", 10_000)  # quiet: done while it fills
+    rollups_refresh(project_id=project.pk, now=during)
+    assert not ChangedBucket.objects.filter(project=project).exists()
