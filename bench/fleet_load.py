@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from bench.ingest import run_workers
+
 ANCHOR = dt.date(2025, 1, 1)  # the seed day is made here, then shifted
 SPAN_STAGE = "bench_fleet_span"
 CALL_STAGE = "bench_fleet_toolcall"
@@ -79,7 +81,8 @@ def _default_log(message: str = "") -> None:
 # ---------------------------------------------------------------------------
 
 
-def request_rows(request, project_id: int, received_at: dt.datetime, escalation_tools: frozenset[str] = frozenset()):
+def request_rows(request, project_id: int, received_at: dt.datetime, escalation_tools: frozenset[str] = frozenset(),
+                 limits=None):  # fmt: skip
     """(span_rows, toolcall_rows) of a decoded request, built as spans_ingest builds them.
 
     The agents of tool calls are resolved within the request: `ingest.simulate.send` never
@@ -90,7 +93,7 @@ def request_rows(request, project_id: int, received_at: dt.datetime, escalation_
 
     now_ns = int(received_at.timestamp()) * 1_000_000_000
     parents, agents, spans = {}, {}, []
-    for item in otlp.iter_spans(request, DEFAULT_LIMITS, now_ns=now_ns):
+    for item in otlp.iter_spans(request, limits or DEFAULT_LIMITS, now_ns=now_ns):
         if isinstance(item, otlp.RejectedSpan):
             raise RuntimeError(f"a generated span was rejected: {item}")
         key = (item.trace_id, item.span_id)
@@ -290,13 +293,7 @@ def replicate(url: str, *, shifts: Sequence[dt.timedelta], workers: int = 2, spa
             with lock:
                 errors.append(exc)
 
-    threads = [threading.Thread(target=worker) for _ in range(max(1, workers))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
+    run_workers(worker, workers, errors)
     return written.get("ingest_span", 0), written["ingest_toolcall"]
 
 

@@ -95,6 +95,17 @@ def log(message: str = "") -> None:
 # ---------------------------------------------------------------------------
 
 
+def run_workers(worker, workers: int, errors: list) -> None:
+    """Run `worker` in `workers` threads and wait; re-raise the first error they recorded."""
+    threads = [threading.Thread(target=worker) for _ in range(max(1, workers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
 def _admin_url(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     name = parts.path.lstrip("/")
@@ -170,32 +181,13 @@ def _decode_one(body: bytes, encoding: str, project_id: int, limits, escalation_
 def _decode_one_unpaused(body, encoding, project_id, limits, escalation_tools, collect_rows) -> tuple[int, int]:
     from django.utils import timezone
 
-    from ingest import linking, normalize, otlp, storage
+    from bench.fleet_load import request_rows
+    from ingest import otlp
 
-    now = timezone.now()
-    now_ns = int(now.timestamp()) * 1_000_000_000
     data = otlp.decompress(body, encoding, limits.max_decompressed_bytes)
     request = otlp.decode_request(data, otlp.PROTOBUF)
     del data
-    parents, agents, spans = {}, {}, []
-    for item in otlp.iter_spans(request, limits, now_ns=now_ns):
-        if isinstance(item, otlp.RejectedSpan):
-            raise RuntimeError(f"generated span rejected: {item}")
-        key = (item.trace_id, item.span_id)
-        parents[key] = item.parent_span_id
-        agent = linking.span_agent(item.attributes)
-        if agent:
-            agents[key] = agent
-        spans.append(item)
-    span_rows = [storage.span_row(project_id, s, agents.get((s.trace_id, s.span_id), ""), now) for s in spans]
-    toolcall_rows = []
-    for span in spans:
-        call = normalize.normalize_tool_call(span, escalation_tools=escalation_tools)
-        if call is None:
-            continue
-        if not call.agent:
-            call.agent = linking.resolve_agent((span.trace_id, span.span_id), parents, agents)
-        toolcall_rows.append(storage.toolcall_row(project_id, span, call, now))
+    span_rows, toolcall_rows = request_rows(request, project_id, timezone.now(), escalation_tools, limits=limits)
     if collect_rows is not None:
         collect_rows.extend(span_rows)
     return len(span_rows), len(toolcall_rows)

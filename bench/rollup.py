@@ -85,7 +85,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # The bench databases are made the same way for every benchmark (bench/pages.py imports them from here).
-from bench.ingest import _admin_url, django_setup, recreate_database  # noqa: E402,F401
+from bench.ingest import _admin_url, django_setup, recreate_database, run_workers  # noqa: E402,F401
 
 TARGET_FULL_S = 120.0  # for 10 M calls
 TARGET_FULL_CALLS = 10_000_000
@@ -371,13 +371,7 @@ def generate_history(url: str, project_id: int, first_day: dt.date, days: int, r
             with lock:
                 errors.append(exc)
 
-    threads = [threading.Thread(target=worker) for _ in range(max(1, workers))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
+    run_workers(worker, workers, errors)
     return time.perf_counter() - start
 
 
