@@ -35,11 +35,11 @@ A benchmark that prints figures, not a test. Phases:
    the SQL generator. Then VACUUM ANALYZE, as autovacuum would have done to settled day
    partitions. --reuse keeps an existing bench database whose data was generated with the
    same --source/--calls/--days/--tools/--seed.
-2. Full recompute: the rollups table emptied, then `dashboard.rollups.rollups_recompute`
-   over the whole range in --chunk-hours chunks (a chunk loads its attempts into memory at
-   once; a day of 10 M/30 is ~333k). Timed as a whole; where the time goes is measured
-   per kind of SQL statement (a Django execute wrapper), the rest being the Python linking of
-   the calls with several attempts (in this process only; dashboard/ is untouched).
+2. Full recompute: the rollups table emptied, then `dashboard.rollups.rollups_rebuild` (what
+   `manage.py rebuild_rollups` runs) over the whole range: a day at a time, --rebuild-workers
+   days at once on their own connections. Timed as a whole; with --rebuild-workers 1, where
+   the time goes is measured per kind of SQL statement (a Django execute wrapper), the rest
+   being the Python linking of the calls with several attempts (in this process only).
    Peak RSS of this process: resource.getrusage(RUSAGE_SELF).ru_maxrss.
 3. Incremental: the every-minute `refresh-rollups` job at --live-spans-per-s of live
    ingest, of which --tool-share are tool spans: each simulated minute inserts that
@@ -515,27 +515,19 @@ class PhaseTimer:
 # ---------------------------------------------------------------------------
 
 
-def full_recompute(project_id: int, start: dt.datetime, end: dt.datetime, chunk: dt.timedelta, timer: PhaseTimer) -> dict:
+def full_recompute(project_id: int, start: dt.datetime, end: dt.datetime, workers: int, timer: PhaseTimer) -> dict:
     from django.db import connection
 
-    from dashboard.rollups import FINE_HORIZON, rollups_recompute
+    from dashboard.rollups import rollups_rebuild
 
-    # As the refresh job does: 5-minute rows only for the last FINE_HORIZON of the data.
-    fine_since = end - FINE_HORIZON
     with connection.cursor() as cursor:  # a rebuild from nothing, run after run (one project in this database)
         cursor.execute("TRUNCATE dashboard_toolrollup, dashboard_toolrolluptotal")
     timer.reset()
-    chunks = []
     t0 = time.perf_counter()
-    cursor = start
-    while cursor < end:
-        chunk_end = min(cursor + chunk, end)
-        t = time.perf_counter()
-        written = rollups_recompute(project_id=project_id, start=cursor, end=chunk_end, fine_since=fine_since)
-        chunks.append((cursor, time.perf_counter() - t, written))
-        cursor = chunk_end
-    seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "chunks": chunks, "rows": sum(c[2] for c in chunks)}
+    # As `manage.py rebuild_rollups` does: a day at a time, `workers` days at once, 5-minute rows
+    # only for the last FINE_HORIZON of the data (now = the end of the data).
+    written = rollups_rebuild(project_id=project_id, start=start, end=end, now=end, workers=workers)
+    return {"seconds": time.perf_counter() - t0, "rows": written}
 
 
 def profile_chunk(project_id: int, start: dt.datetime, end: dt.datetime, top: int = 25) -> str:
@@ -639,7 +631,7 @@ def parse_args(argv=None):
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2, help="connections generating days at once (default 2)")
-    parser.add_argument("--chunk-hours", type=int, default=24, help="hours per rollups_recompute call in the full recompute (default 24)")
+    parser.add_argument("--rebuild-workers", type=int, default=2, help="days recomputed at once in the full recompute (default 2)")
     parser.add_argument("--minutes", type=int, default=11, help="simulated minutes of live ingest, each followed by a timed refresh "
                         "(default 11: the share is the mean over the last 10, two 5-minute waves)")
     parser.add_argument("--live-spans-per-s", type=float, default=20_000, help="live ingest rate in spans/s (default 20,000)")
@@ -750,10 +742,10 @@ def main(argv=None) -> int:
     full_rss = peak_rss_mb()
     if not args.skip_full:
         log(f"\n[full recompute] rollups_recompute over [{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M}) "
-            f"in {args.chunk_hours} h chunks, rollups emptied first; RSS before {full_rss:.0f} MB")  # fmt: skip
-        full = full_recompute(project_id, start, end, dt.timedelta(hours=args.chunk_hours), timer)
+            f"with rollups_rebuild, a day at a time, {args.rebuild_workers} at once, rollups emptied first; "
+            f"RSS before {full_rss:.0f} MB")  # fmt: skip
+        full = full_recompute(project_id, start, end, args.rebuild_workers, timer)
         full_rss = peak_rss_mb()
-        chunk_s = [c[1] for c in full["chunks"]]
         log(f"  {full['seconds']:.1f} s for {_fmt(stored)} calls = {_fmt(stored / full['seconds'])} calls/s; "
             f"{_fmt(timer.attempts_loaded)} attempts linked in Python (the rest grouped in SQL); "
             f"{_fmt(full['rows'])} rollup rows written")  # fmt: skip
@@ -763,9 +755,12 @@ def main(argv=None) -> int:
             cursor.execute("SELECT resolution, count(*) FROM dashboard_toolrollup WHERE project_id = %s GROUP BY 1 ORDER BY 1", [project_id])
             by_resolution = ", ".join(f"{_fmt(n)} at {r // 60} min" for r, n in cursor.fetchall())
         log(f"  rollup rows by resolution: {by_resolution} ({full['rows'] / stored:.2f} rows per call)")
-        log(f"  {len(chunk_s)} chunks: mean {statistics.mean(chunk_s):.1f} s, max {max(chunk_s):.1f} s; peak RSS {full_rss:.0f} MB")
-        log("  where the time goes (SQL statements by kind, whole run):")
-        log(timer.report(full["seconds"]))
+        log(f"  peak RSS {full_rss:.0f} MB")
+        if args.rebuild_workers == 1:
+            log("  where the time goes (SQL statements by kind, whole run):")
+            log(timer.report(full["seconds"]))
+        else:
+            log("  (the time by kind of statement: with --rebuild-workers 1)")
     if args.profile:
         pstart = start + dt.timedelta(days=min(1, args.days - 1))
         log("\n[profile]")
@@ -792,7 +787,7 @@ def main(argv=None) -> int:
         log(f"  full recompute   {full_s:8.1f} s for {_fmt(stored)} calls ({_fmt(full_rate)} calls/s; 10 M: "
             f"{projected_10m:.0f} s at this rate)   target ≤ {TARGET_FULL_S:.0f} s for 10 M: "
             f"{'met' if projected_10m <= TARGET_FULL_S else 'NOT met'}")  # fmt: skip
-        log(f"  peak RSS         {full_rss:8.0f} MB after the full recompute ({args.chunk_hours} h chunks)")
+        log(f"  peak RSS         {full_rss:8.0f} MB after the full recompute ({args.rebuild_workers} workers)")
     share = math.nan
     if inc:
         # Whole 5-minute waves: the last multiple of 5 minutes (all of them when fewer than 5).

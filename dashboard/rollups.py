@@ -17,10 +17,11 @@ import datetime as dt
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import orjson
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 
 from dashboard import histograms
 from dashboard.attempts import Attempt, CallTotals, LogicalCall, call_counts, link_attempts
@@ -52,6 +53,11 @@ FINE_HORIZON = dt.timedelta(days=3)
 BUCKET = dt.timedelta(minutes=5)
 SETTLE = dt.timedelta(minutes=1)
 OPEN_BUCKET_CALLS = 50_000
+# Spans for buckets more than LATE_AFTER old (late ones: a span can come up to 48 h late) are
+# rolled up every LATE_EVERY minutes, all together, instead of every minute: under steady
+# late traffic most of the last two days' buckets change every minute.
+LATE_AFTER = dt.timedelta(hours=2)
+LATE_EVERY = dt.timedelta(minutes=10)
 # Changed buckets this close together are recomputed as one range, the quiet ones between
 # included: one pass instead of many small ones when late spans scatter over the hours.
 RANGE_GAP = dt.timedelta(minutes=15)
@@ -399,14 +405,26 @@ def bucket_ranges(buckets: Iterable[dt.datetime], gap: dt.timedelta = dt.timedel
     return [(start, end) for start, end in ranges]
 
 
-def _claim_changed_buckets(project_id: int, now: dt.datetime) -> list[dt.datetime]:
-    """Take the queued buckets that are settled, and the others while they are small (see SETTLE)."""
+def _claim_changed_buckets(project_id: int, now: dt.datetime, everything: bool) -> list[dt.datetime]:
+    """Take the queued buckets that are due (see SETTLE and LATE_AFTER), or all of them."""
     queued = ChangedBucket.objects.filter(project_id=project_id).values_list("pk", "bucket_start")
-    taken = {pk: start for pk, start in ((pk, _aware(start)) for pk, start in queued)
-             if start + BUCKET + SETTLE <= now or _small(project_id, start)}  # fmt: skip
+    taken = {
+        pk: start
+        for pk, start in ((pk, _aware(start)) for pk, start in queued)
+        if everything or _due(project_id, start, now)
+    }
     if taken:
         ChangedBucket.objects.filter(pk__in=taken).delete()
     return list(taken.values())
+
+
+def _due(project_id: int, bucket: dt.datetime, now: dt.datetime) -> bool:
+    if bucket + BUCKET + SETTLE > now:  # still filling: only while small
+        return _small(project_id, bucket)
+    if bucket + LATE_AFTER > now:
+        return True
+    # Late spans' buckets are gathered for LATE_EVERY, then done together.
+    return int(now.timestamp()) // 60 % int(LATE_EVERY.total_seconds() // 60) == 0
 
 
 def _small(project_id: int, bucket: dt.datetime) -> bool:
@@ -420,8 +438,9 @@ def _aware(value) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
-def rollups_refresh(*, project_id: int, now: dt.datetime | None = None) -> int | None:
-    """Recompute the project's changed buckets; None when another run holds the project.
+def rollups_refresh(*, project_id: int, now: dt.datetime | None = None, everything: bool = False) -> int | None:
+    """Recompute the project's changed buckets that are due (all of them with `everything`: a
+    backfill, a run by hand); None when another run holds the project.
 
     On PostgreSQL, buckets within the 5-minute horizon are recomputed 5 minutes at a time
     (their hours summed from the 5-minute rows), and a call that began in an earlier bucket
@@ -437,7 +456,7 @@ def rollups_refresh(*, project_id: int, now: dt.datetime | None = None) -> int |
     with _project_lock(project_id) as acquired:
         if not acquired:
             return None
-        buckets = _claim_changed_buckets(project_id, now)
+        buckets = _claim_changed_buckets(project_id, now, everything)
         try:
             return _recompute_buckets(project_id, buckets, oldest, fine_since, now)
         except BaseException:
@@ -470,6 +489,35 @@ def _recompute_buckets(project_id, buckets, oldest: dt.datetime, fine_since: dt.
         if end > oldest:
             written += rollups_recompute(project_id=project_id, start=max(start, oldest), end=end, fine_since=now - FINE_HORIZON)
     return written
+
+
+def rollups_rebuild(*, project_id: int, start: dt.datetime, end: dt.datetime, now: dt.datetime | None = None,
+                    workers: int = 2) -> int | None:  # fmt: skip
+    """Recompute every bucket of [start, end), a day at a time, `workers` days at once (each on
+    its own database connection: on PostgreSQL the work runs in the server, so two workers keep
+    both cores busy); for history imported without the queue, or after a change to the rollup
+    code. Returns the ToolRollup rows written; None when another run holds the project."""
+    now = now or timezone.now()
+    days, day = [], floor_time(start, 86400)
+    while day < end:
+        days.append((max(day, start), min(day + DAY, end)))
+        day += DAY
+
+    def one_day(span: tuple[dt.datetime, dt.datetime]) -> int:
+        try:
+            return rollups_recompute(project_id=project_id, start=span[0], end=span[1], fine_since=now - FINE_HORIZON)
+        finally:
+            if threaded:
+                connections.close_all()  # this thread's connection
+
+    threaded = workers > 1 and connection.vendor == "postgresql"
+    with _project_lock(project_id) as acquired:  # the refresh job keeps off meanwhile
+        if not acquired:
+            return None
+        if not threaded:
+            return sum(one_day(span) for span in days)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return sum(pool.map(one_day, days))
 
 
 def projects_with_changes() -> list[int]:

@@ -61,13 +61,7 @@ WITH in_range AS MATERIALIZED (
 ), universe AS (
     SELECT * FROM in_range
     UNION ALL
-    -- The same traces' attempts in the link slack on either side (by the trace index when the
-    -- slack holds much more than the range: a 5-minute refresh under heavy traffic).
-    SELECT trace_id, tool, span_id, start_time, call_id, attempt, resend_count, ok, arguments_hash
-    FROM ingest_toolcall
-    WHERE project_id = %(project)s
-      AND (start_time >= %(lo)s AND start_time < %(start)s OR start_time >= %(end)s AND start_time < %(hi)s)
-      AND trace_id IN (SELECT trace_id FROM in_range)
+    {around}
 ), repeated AS (
     SELECT trace_id, tool FROM universe GROUP BY trace_id, tool HAVING count(*) > 1
 ), ordered AS (
@@ -88,6 +82,23 @@ HAVING bool_or(
                  AND (arguments_hash <> '' OR before_id = '' OR call_id = ''))))
 )
 """
+
+# The same traces' attempts in the link slack on either side: scanned beside a long range
+# (the slack is little more), looked up trace by trace beside a short one (a 5-minute range
+# under heavy traffic: the slack would be 24 times the range).
+_AROUND_SCANNED = """SELECT trace_id, tool, span_id, start_time, call_id, attempt, resend_count, ok, arguments_hash
+    FROM ingest_toolcall
+    WHERE project_id = %(project)s
+      AND (start_time >= %(lo)s AND start_time < %(start)s OR start_time >= %(end)s AND start_time < %(hi)s)
+      AND trace_id IN (SELECT trace_id FROM in_range)"""
+_AROUND_LOOKED_UP = """SELECT t.trace_id, t.tool, t.span_id, t.start_time, t.call_id, t.attempt, t.resend_count, t.ok,
+           t.arguments_hash
+    FROM (SELECT DISTINCT trace_id FROM in_range) AS traces CROSS JOIN LATERAL (
+        SELECT * FROM ingest_toolcall t
+        WHERE t.project_id = %(project)s AND t.trace_id = traces.trace_id AND t.start_time >= %(lo)s
+          AND t.start_time < %(hi)s AND NOT (t.start_time >= %(start)s AND t.start_time < %(end)s)
+    ) AS t"""
+
 
 # Python's part (the linked calls), as the single attempts' parts are grouped: counts per
 # bucket and dimensions (contract tallies as a passed and an applicable column per check),
@@ -276,7 +287,10 @@ def _link(cursor, project_id: int, start: dt.datetime, end: dt.datetime, fine_si
     cursor.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
     # Inside an outer transaction (a test's, say) an earlier run's tables are still there.
     cursor.execute("DROP TABLE IF EXISTS tw_multi, tw_extra, tw_extra_bins")
-    cursor.execute(_CREATE_MULTI, {"project": project_id, "start": start, "end": end, "lo": lo, "hi": hi})
+    around = _AROUND_LOOKED_UP if end - start < rollups.LINK_SLACK else _AROUND_SCANNED
+    cursor.execute(
+        _CREATE_MULTI.replace("{around}", around), {"project": project_id, "start": start, "end": end, "lo": lo, "hi": hi}
+    )
     cursor.execute("ANALYZE tw_multi")
     cursor.execute(_CREATE_EXTRA)
     columns = ", ".join(

@@ -80,7 +80,7 @@ def demo_history_load(
     finally:
         sim.shutdown()
     if stats.spans:  # nothing new: the worker's schedule keeps rollups and alerts current
-        rollups_refresh(project_id=project.pk, now=now)
+        rollups_refresh(project_id=project.pk, now=now, everything=True)  # the history is due at once
         drift_evaluate(project_id=project.pk, now=now)
     alerts = list(Alert.objects.filter(project=project, status__in=Alert.OPEN_STATUSES).order_by("tool", "kind"))
     return DemoLoad(stats=stats, start=start, end=now, open_alerts=alerts)

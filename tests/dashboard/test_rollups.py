@@ -364,6 +364,7 @@ def test_a_busy_bucket_is_rolled_up_once_it_has_settled_and_a_quiet_one_at_once(
     calls_in_it = ToolCall.objects.filter(project=project, start_time__gte=newest).count()
     assert calls_in_it > 1
 
+    monkeypatch.setattr(rollups, "LATE_AFTER", dt.timedelta(days=1))  # no bucket here counts as late
     monkeypatch.setattr(rollups, "OPEN_BUCKET_CALLS", calls_in_it - 1)  # busy: it waits
     rollups_refresh(project_id=project.pk, now=during)
     assert list(ChangedBucket.objects.filter(project=project).values_list("bucket_start", flat=True)) == [newest]
@@ -376,3 +377,20 @@ def test_a_busy_bucket_is_rolled_up_once_it_has_settled_and_a_quiet_one_at_once(
     monkeypatch.setattr(rollups, "OPEN_BUCKET_CALLS", 10_000)  # quiet: done while it fills
     rollups_refresh(project_id=project.pk, now=during)
     assert not ChangedBucket.objects.filter(project=project).exists()
+
+
+def test_buckets_changed_long_after_they_ended_are_gathered_and_done_every_ten_minutes(demo):
+    project = make_project()
+    ingest(project, demo)
+    rollups_refresh(project_id=project.pk, now=NOW + dt.timedelta(minutes=10))  # a late turn: all done
+    assert not ChangedBucket.objects.filter(project=project).exists()
+    late = demo_request(seed=12, traces=3, hours=1, now_ns=int((NOW - dt.timedelta(hours=30)).timestamp()) * 10**9)
+    ingest(project, late)
+    queued = ChangedBucket.objects.filter(project=project).count()
+
+    rollups_refresh(project_id=project.pk, now=NOW + dt.timedelta(minutes=13))
+    assert ChangedBucket.objects.filter(project=project).count() == queued  # they wait for the turn
+
+    rollups_refresh(project_id=project.pk, now=NOW + dt.timedelta(minutes=20))
+    assert not ChangedBucket.objects.filter(project=project).exists()
+    assert ToolRollup.objects.filter(project=project, bucket_start__lt=NOW - dt.timedelta(hours=28)).exists()

@@ -160,3 +160,33 @@ def test_a_late_retry_in_a_later_bucket_updates_its_calls_bucket():
     refreshed = snapshot(project)
     rollups.recompute_in_python(project_id=project.pk, start=T0, end=T0 + dt.timedelta(hours=4), fine_since=None)
     assert snapshot(project) == refreshed
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_five_minute_recomputes_keep_the_rows_of_a_whole_recompute(seed):
+    project = make_project()
+    random_history(project, seed)
+    rollups.recompute_in_python(project_id=project.pk, start=T0 - rollups.HOUR, end=T0 + dt.timedelta(hours=32), fine_since=None)
+    whole = snapshot(project)
+
+    for start_min, minutes in ((0, 5), (115, 15), (1435, 10), (300, 60)):  # one with the slack scanned
+        start = T0 + dt.timedelta(minutes=start_min)
+        rollups_sql.recompute_fine(project_id=project.pk, start=start, end=start + dt.timedelta(minutes=minutes))
+
+    assert snapshot(project) == whole
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rebuild_on_two_connections_writes_the_rows_of_the_python_path():
+    project = make_project()
+    random_history(project, 6)
+    start, end = T0 - rollups.HOUR, T0 + dt.timedelta(hours=32)
+    rollups.recompute_in_python(project_id=project.pk, start=start, end=end, fine_since=None)
+    by_python = snapshot(project)
+    ToolRollup.objects.filter(project=project).delete()
+    ToolRollupTotal.objects.filter(project=project).delete()
+
+    written = rollups.rollups_rebuild(project_id=project.pk, start=start, end=end, now=T0, workers=2)
+
+    assert snapshot(project) == by_python
+    assert written == ToolRollup.objects.filter(project=project).count()

@@ -35,3 +35,18 @@ def test_runjobs_names_an_unknown_job_and_an_unknown_project(db):
         call_command("runjobs", "bogus")
     with pytest.raises(CommandError, match="no project with slug 'nope'"):
         call_command("runjobs", "--project", "nope")
+
+
+def test_rebuild_rollups_recomputes_stored_calls_that_were_never_queued(client, db, capsys):
+    from ingest.models import ChangedBucket
+
+    project = make_project("Gamma")
+    send_failure(client, project, "lookup", "no such order")
+    ChangedBucket.objects.all().delete()  # as after an import that bypassed the queue
+
+    call_command("rebuild_rollups", "--project", project.slug, "--days", "2", "--workers", "1")
+
+    assert ToolRollup.objects.filter(project=project, tool="lookup", errors=1).exists()
+    assert f"rollups rebuilt: project {project.slug}:" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="at least 1"):
+        call_command("rebuild_rollups", "--workers", "0")

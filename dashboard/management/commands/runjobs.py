@@ -35,7 +35,7 @@ class Command(BaseCommand):
             self.stdout.write("partitions: created a week ahead")
         if "rollups" in jobs:
             for project_id in ids:
-                written = rollups.rollups_refresh(project_id=project_id, now=now)
+                written = rollups.rollups_refresh(project_id=project_id, now=now, everything=True)
                 state = "busy (another run holds the project)" if written is None else f"{written} rows"
                 self.stdout.write(f"rollups: project {project_id}: {state}")
         if "drift" in jobs:
