@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from dashboard import rollups
-from ingest.models import Project
+from dashboard.management.projects import projects_named
 
 
 class Command(BaseCommand):
@@ -23,11 +23,7 @@ class Command(BaseCommand):
     def handle(self, *args, project, days, workers, **options):
         if workers < 1 or (days is not None and days < 1):
             raise CommandError("--workers and --days must be at least 1")
-        projects = Project.objects.all()
-        if project:
-            projects = projects.filter(slug=project)
-            if not projects.exists():
-                raise CommandError(f"no project with slug {project!r}")
+        projects = projects_named(project)
         now = timezone.now()
         end = rollups.floor_time(now, 3600) + rollups.HOUR
         for item in projects:

@@ -4,8 +4,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from dashboard import delivery, evaluation, rollups
+from dashboard.management.projects import projects_named
 from ingest import partitions
-from ingest.models import Project
 from ingest.retention import retention_apply
 
 JOBS = ("rollups", "drift", "deliveries", "partitions", "retention")
@@ -23,11 +23,7 @@ class Command(BaseCommand):
         if unknown:
             raise CommandError(f"unknown job(s): {', '.join(unknown)}; choose from {', '.join(JOBS)}")
         jobs = jobs or ["rollups", "drift", "deliveries"]
-        projects = Project.objects.all()
-        if project:
-            projects = projects.filter(slug=project)
-            if not projects.exists():
-                raise CommandError(f"no project with slug {project!r}")
+        projects = projects_named(project)
         now = timezone.now()
         ids = list(projects.values_list("pk", flat=True))
         if "partitions" in jobs:
