@@ -2,13 +2,13 @@
 SQLite runs, and which the tests hold this one to), at a fraction of the cost.
 
 Linking (dashboard.attempts) only ever joins attempts of one tool in one trace, so an attempt
-alone in its (trace, tool) within the link window is a logical call of one attempt: nothing
-to link. Those, nearly all calls, are counted by grouped queries where they lie. Only the
-(trace, tool) groups with several attempts are loaded and linked in Python; their bucket rows
-go to a temporary table, and one INSERT … SELECT per resolution merges both (counts add,
-latency histograms and contract tallies add key by key). The per-tool totals, their failures
-by fingerprint and the DAY rows are summed by SQL from the rows just written.
-"""
+alone in its (trace, tool) within the link window is a logical call of one attempt, and so is
+every attempt of a group whose call ids are distinct and where none is a marked or implicit
+retry of the one before. Those, most calls, are grouped in SQL where they lie. Only the other
+groups are loaded and linked in Python; their calls' part of the rows goes to temporary
+tables, and one INSERT … SELECT per resolution adds both and writes ToolRollup and the
+per-tool ToolRollupTotal (with its failures by fingerprint) together. Coarser rows (hours
+from 5-minute rows within the fine horizon, days from hours) are summed from finer ones."""
 
 from __future__ import annotations
 
