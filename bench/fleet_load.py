@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from bench.ingest import run_workers
+from bench.ingest import connect, run_workers
 
 ANCHOR = dt.date(2025, 1, 1)  # the seed day is made here, then shifted
 SPAN_STAGE = "bench_fleet_span"
@@ -243,14 +243,8 @@ def _copy_sql(stage: str, table: str, columns: Sequence[str]) -> str:
 
 
 def _connect(url: str):
-    import psycopg
-
-    conn = psycopg.connect(url, autocommit=True)
-    conn.execute("SET TimeZone = 'UTC'")
-    conn.execute("SET synchronous_commit = off")
     # Two connections reading one big table would share a scan, each starting mid-table: keep start order.
-    conn.execute("SET synchronize_seqscans = off")
-    return conn
+    return connect(url, synchronize_seqscans="off")
 
 
 def replicate(url: str, *, shifts: Sequence[dt.timedelta], workers: int = 2, spans: bool = True,

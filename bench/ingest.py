@@ -95,6 +95,19 @@ def log(message: str = "") -> None:
 # ---------------------------------------------------------------------------
 
 
+def connect(url: str, **settings: str):
+    """An autocommit connection for bench setup (UTC, commits not waited for), with more
+    session `settings` (name=value)."""
+    import psycopg
+
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("SET TimeZone = 'UTC'")
+    conn.execute("SET synchronous_commit = off")
+    for name, value in settings.items():
+        conn.execute(f"SET {name} = '{value}'")
+    return conn
+
+
 def run_workers(worker, workers: int, errors: list) -> None:
     """Run `worker` in `workers` threads and wait; re-raise the first error they recorded."""
     threads = [threading.Thread(target=worker) for _ in range(max(1, workers))]

@@ -85,7 +85,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # The bench databases are made the same way for every benchmark (bench/pages.py imports them from here).
-from bench.ingest import _admin_url, django_setup, recreate_database, run_workers  # noqa: E402,F401
+from bench.ingest import _admin_url, connect, django_setup, recreate_database, run_workers  # noqa: E402,F401
 
 TARGET_FULL_S = 120.0  # for 10 M calls
 TARGET_FULL_CALLS = 10_000_000
@@ -322,13 +322,7 @@ def call_params(*, rows: int, project_id: int, ns: str, seed: int, window_start:
 
 
 def _connect(url: str):
-    import psycopg
-
-    conn = psycopg.connect(url, autocommit=True)
-    conn.execute("SET TimeZone = 'UTC'")
-    conn.execute("SET synchronous_commit = off")
-    conn.execute("SET work_mem = '64MB'")
-    return conn
+    return connect(url, work_mem="64MB")
 
 
 def _setseed(conn, seed: int, salt: int) -> None:

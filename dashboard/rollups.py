@@ -137,18 +137,22 @@ FAILURE_MESSAGE_CHARS = 256
 _COUNTS = slice(7, len(ROLLUP_COLUMNS) - 2)  # the count columns of a ROLLUP_COLUMNS row
 
 
+def count_values(totals: CallTotals) -> tuple[int, ...]:
+    """A bucket's count columns (ROLLUP_COLUMNS[_COUNTS]) in order."""
+    return (
+        totals.calls, totals.attempts, totals.retries, totals.failed_retries, totals.wasted_retries,
+        totals.blind_retries, totals.errors, totals.resolved, totals.escalations,
+        *(totals.errors_by_class.get(name, 0) for name in ERROR_CLASSES),
+    )  # fmt: skip
+
+
 def _rows(project_id: int, buckets: dict[tuple, _Bucket]) -> list[tuple]:
     """Rollup rows as tuples in ROLLUP_COLUMNS order."""
-    rows = []
-    for (resolution, start, tool, service, environment, agent), bucket in sorted(buckets.items()):
-        totals = bucket.totals
-        rows.append((
-            project_id, resolution, start, tool, service, environment, agent, totals.calls, totals.attempts,
-            totals.retries, totals.failed_retries, totals.wasted_retries, totals.blind_retries, totals.errors,
-            totals.resolved, totals.escalations, *(totals.errors_by_class.get(name, 0) for name in ERROR_CLASSES),
-            histograms.histogram(bucket.latencies), dict(sorted(bucket.contract.items())),
-        ))  # fmt: skip
-    return rows
+    return [
+        (project_id, *key, *count_values(bucket.totals), histograms.histogram(bucket.latencies),
+         dict(sorted(bucket.contract.items())))
+        for key, bucket in sorted(buckets.items())
+    ]  # fmt: skip
 
 
 def total_rows(rows: list[tuple], failures: dict[tuple, dict] | None = None) -> list[tuple]:
@@ -290,13 +294,21 @@ def _json(value):
     return orjson.loads(value) if isinstance(value, str | bytes) else value
 
 
+def attempt_columns(alias: str) -> str:
+    """_ATTEMPT_FIELDS as SQL over ingest_toolcall `alias`: successful attempts' contract checks
+    are never read, so they are not sent (or JSON-decoded)."""
+    return ", ".join(
+        f"CASE WHEN {alias}.ok THEN NULL ELSE {alias}.contract END" if name == "contract" else f"{alias}.{name}"
+        for name in _ATTEMPT_FIELDS
+    )
+
+
 def _pg_attempt_rows(project_id: int, start: dt.datetime, end: dt.datetime):
-    # A plain cursor: the ORM's per-field conversion was most of the load time. Successful
-    # attempts' contract checks are never read, so they are not sent (or JSON-decoded).
-    columns = ", ".join("CASE WHEN ok THEN NULL ELSE contract END" if name == "contract" else name for name in _ATTEMPT_FIELDS)
+    # A plain cursor: the ORM's per-field conversion was most of the load time.
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {columns} FROM ingest_toolcall WHERE project_id = %s AND start_time >= %s AND start_time < %s",
+            f"SELECT {attempt_columns('t')} FROM ingest_toolcall t WHERE t.project_id = %s AND t.start_time >= %s "
+            "AND t.start_time < %s",
             [project_id, start, end],
         )
         return cursor.fetchall()

@@ -293,14 +293,10 @@ def _link(cursor, project_id: int, start: dt.datetime, end: dt.datetime, fine_si
     )
     cursor.execute("ANALYZE tw_multi")
     cursor.execute(_CREATE_EXTRA)
-    columns = ", ".join(
-        "CASE WHEN t.ok THEN NULL ELSE t.contract END" if name == "contract" else f"t.{name}"
-        for name in rollups._ATTEMPT_FIELDS
-    )
     # Trace by trace through the trace index: a scan of the whole link window would read a
     # busy hour's calls for a few linked groups.
     cursor.execute(
-        f"SELECT {columns} FROM (SELECT DISTINCT trace_id FROM tw_multi) AS linked CROSS JOIN LATERAL ("
+        f"SELECT {rollups.attempt_columns('t')} FROM (SELECT DISTINCT trace_id FROM tw_multi) AS linked CROSS JOIN LATERAL ("
         "  SELECT * FROM ingest_toolcall t WHERE t.project_id = %s AND t.trace_id = linked.trace_id"
         "  AND t.start_time >= %s AND t.start_time < %s"
         ") AS t WHERE (t.trace_id, t.tool) IN (SELECT trace_id, tool FROM tw_multi)",
@@ -315,13 +311,8 @@ def _link(cursor, project_id: int, start: dt.datetime, end: dt.datetime, fine_si
     counts, bins = [], []
     in_range = (call for call in calls if start <= call.first.start < end)
     for key, bucket in rollups.aggregate(in_range, fine_since=fine_since).items():
-        totals = bucket.totals
-        counts.append((
-            *key, totals.calls, totals.attempts, totals.retries, totals.failed_retries, totals.wasted_retries,
-            totals.blind_retries, totals.errors, totals.resolved, totals.escalations,
-            *(totals.errors_by_class.get(name, 0) for name in ERROR_CLASSES),
-            *(count for name in rollups.CONTRACT_NAMES for count in bucket.contract.get(name, (0, 0))),
-        ))  # fmt: skip
+        tallies = (count for name in rollups.CONTRACT_NAMES for count in bucket.contract.get(name, (0, 0)))
+        counts.append((*key, *rollups.count_values(bucket.totals), *tallies))
         bins.extend((*key, int(index), n) for index, n in histograms.histogram(bucket.latencies).items())
     copy_rows(cursor, "tw_extra", _EXTRA_COLUMNS, _EXTRA_TYPES, counts)
     copy_rows(cursor, "tw_extra_bins", _BIN_COLUMNS, _BIN_TYPES, bins)

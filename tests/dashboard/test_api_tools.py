@@ -4,20 +4,17 @@ as JSON, same range and filters, 400 naming a bad parameter, 404 for outsiders, 
 import pytest
 from django.contrib.auth import get_user_model
 
-from ingest.models import Membership
 from tests.dashboard.test_selectors import (  # noqa: F401
     HOSTILE, HOUR, NOW, add_rollup, budget, frozen, ingest_demo, open_alert, without_totals,
 )
-from tests.factories import make_project
+from tests.factories import make_member
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def member(frozen, client):  # noqa: F811
-    user = get_user_model().objects.create_user("alice", password="pw-alice-123")
-    project = make_project("Alpha", slug="alpha")
-    Membership.objects.create(project=project, user=user)
+    user, project = make_member()
     for n, tool in enumerate(("search", "refund", "lookup")):
         for hour in range(1, 4):
             add_rollup(project, tool, NOW - hour * HOUR, service=f"svc-{n % 2}", calls=10 * (n + 1), errors=n,

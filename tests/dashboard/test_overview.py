@@ -9,21 +9,17 @@ from html import unescape
 import pytest
 from django.contrib.auth import get_user_model
 
-from ingest.models import Membership
 from tests.dashboard.test_selectors import (  # noqa: F401
     HOSTILE, HOUR, NOW, add_rollup, budget, frozen, ingest_demo, open_alert, without_csrf, without_totals,
 )
-from tests.factories import make_project
+from tests.factories import make_member
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def member(frozen):  # noqa: F811
-    user = get_user_model().objects.create_user("alice", password="pw-alice-123")
-    project = make_project("Alpha", slug="alpha")
-    Membership.objects.create(project=project, user=user)
-    return user, project
+    return make_member()
 
 
 @pytest.fixture

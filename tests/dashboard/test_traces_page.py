@@ -16,9 +16,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from dashboard import selectors_traces
-from ingest.models import Membership, ToolCall
+from ingest.models import ToolCall
 from ingest.services import api_key_create
-from tests.factories import make_project
+from tests.factories import make_member, make_project
 from tests.ingest.test_traces_view import JSON, post
 from tests.otlp_builders import json_bytes, json_request, json_span
 
@@ -57,10 +57,7 @@ def send(client, project, spans: list[dict], *, service: str = "support-agent", 
 
 @pytest.fixture
 def member(db):
-    user = get_user_model().objects.create_user("alice", password="pw-alice-123")
-    project = make_project("Alpha", slug="alpha")
-    Membership.objects.create(project=project, user=user)
-    return user, project
+    return make_member()
 
 
 @pytest.fixture
