@@ -83,7 +83,8 @@ def _default_log(message: str = "") -> None:
 
 def request_rows(request, project_id: int, received_at: dt.datetime, escalation_tools: frozenset[str] = frozenset(),
                  limits=None):  # fmt: skip
-    """(span_rows, toolcall_rows) of a decoded request, built as spans_ingest builds them.
+    """(span_rows, toolcall_rows) of a decoded request, built as spans_ingest builds them; its
+    resources are stored in ingest_resource (the rows refer to them).
 
     The agents of tool calls are resolved within the request: `ingest.simulate.send` never
     splits a session, so every ancestor is there (spans_ingest settles the same way, plus
@@ -91,9 +92,13 @@ def request_rows(request, project_id: int, received_at: dt.datetime, escalation_
     from ingest import linking, normalize, otlp, storage
     from ingest.limits import DEFAULT_LIMITS
 
+    limits = limits or DEFAULT_LIMITS
     now_ns = int(received_at.timestamp()) * 1_000_000_000
+    # Stored (or found) as spans_ingest does, in their own transaction: the rows refer to them.
+    resources = otlp.request_resources(request, limits)
+    resource_ids = storage.resource_ids(project_id, resources, received_at)
     parents, agents, spans = {}, {}, []
-    for item in otlp.iter_spans(request, limits or DEFAULT_LIMITS, now_ns=now_ns):
+    for item in otlp.iter_spans(request, limits, now_ns=now_ns, resources=resources):
         if isinstance(item, otlp.RejectedSpan):
             raise RuntimeError(f"a generated span was rejected: {item}")
         key = (item.trace_id, item.span_id)
@@ -102,7 +107,10 @@ def request_rows(request, project_id: int, received_at: dt.datetime, escalation_
         if agent:
             agents[key] = agent
         spans.append(item)
-    span_rows = [storage.span_row(project_id, s, agents.get((s.trace_id, s.span_id), ""), received_at) for s in spans]
+    span_rows = [
+        storage.span_row(project_id, s, agents.get((s.trace_id, s.span_id), ""), received_at, resource_ids[s.resource_digest])
+        for s in spans
+    ]
     toolcall_rows = []
     for span in spans:
         call = normalize.normalize_tool_call(span, escalation_tools=escalation_tools)

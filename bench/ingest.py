@@ -19,8 +19,10 @@ A benchmark that prints figures, not a test. Phases:
 3. Ceiling, on this machine, from the same kind of bodies:
    (a) decode: one process, one core: gunzip, otlp.decode_request, otlp.iter_spans,
        linking, normalize.normalize_tool_call on tool spans, storage.span_row and
-       storage.toolcall_row: all the Python CPU work of a span, and nothing else; each
-       pass over the cycle decodes a new copy of it (new ids), as a server only sees new ones;
+       storage.toolcall_row: all the Python CPU work of a span, and nothing else (the
+       cycle's resources are stored on first sight, then found in the process's memory,
+       as a running worker finds them); each pass over the cycle decodes a new copy of
+       it (new ids), as a server only sees new ones;
    (b) COPY: the same span rows, pre-built, written with a binary COPY (psycopg 3,
        set_types) into a scratch table shaped like ingest_span (no indexes), committed
        every 512 rows as each request commits.
@@ -40,7 +42,9 @@ A benchmark that prints figures, not a test. Phases:
    --threads > 1 (gthread) keep-alive connections stay with the worker that accepted
    them. Every answer must be a 200 with an empty
    body (no partial success); afterwards the stored Span count must equal the spans
-   sent and the ToolCall count the tool spans sent (durable, nothing lost or doubled).
+   sent and the ToolCall count the tool spans sent (durable, nothing lost or doubled),
+   each distinct resource of the traffic must be stored once, and every span must refer
+   to a stored resource.
 5. Peak RSS: a fresh gunicorn with one worker gets ONE request whose uncompressed
    protobuf is just under 64 MiB; the worker's VmHWM (/proc/<pid>/status) is the figure.
 
@@ -599,10 +603,31 @@ def db_counts(url: str, project_id: int) -> dict:
         distinct = conn.execute(
             "SELECT count(*) FROM (SELECT DISTINCT trace_id, span_id FROM ingest_span WHERE project_id = %s) s", [project_id]
         ).fetchone()[0]
+        resources = conn.execute("SELECT count(*) FROM ingest_resource WHERE project_id = %s", [project_id]).fetchone()[0]
+        # Spans whose resource is not stored (their resource attributes would be lost): must be 0.
+        dangling = conn.execute(
+            "SELECT count(*) FROM ingest_span s WHERE s.project_id = %s AND NOT EXISTS "
+            "(SELECT 1 FROM ingest_resource r WHERE r.id = s.resource_id)",
+            [project_id],
+        ).fetchone()[0]
     return {
         "spans": spans, "distinct_spans": distinct, "tool_calls": calls, "failed_calls": failed,
-        "agentless_calls": agentless, "unsettled_calls": unsettled,
+        "agentless_calls": agentless, "unsettled_calls": unsettled, "resources": resources, "dangling_spans": dangling,
     }  # fmt: skip
+
+
+def cycle_resources(cycle) -> int:
+    """Distinct resources (attribute sets) in the cycle's requests: each must be stored once."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from ingest import otlp
+    from ingest.limits import DEFAULT_LIMITS
+
+    digests = set()
+    for template in cycle:
+        resources = otlp.request_resources(ExportTraceServiceRequest.FromString(template.body), DEFAULT_LIMITS)
+        digests.update(resource.digest for resource in resources if resource is not None)
+    return len(digests)
 
 
 # ---------------------------------------------------------------------------
@@ -838,6 +863,11 @@ def main(argv=None) -> int:
         f"of which {counts['unsettled_calls']} have their agent span stored (should be 0)")  # fmt: skip
     if counts["unsettled_calls"]:
         log("  WARNING: tool calls whose agent span is stored were left without an agent")
+    sent_resources = cycle_resources(cycle)
+    log(f"  resources: {counts['resources']} stored / {sent_resources} distinct sent; "
+        f"{counts['dangling_spans']} spans refer to no stored resource (should be 0)")  # fmt: skip
+    if counts["resources"] != sent_resources or counts["dangling_spans"]:
+        failures.append(f"resources stored {counts['resources']} != {sent_resources} sent, or {counts['dangling_spans']} spans without one")
     if counts["spans"] != sent_spans or counts["distinct_spans"] != counts["spans"]:
         failures.append(f"stored spans {counts['spans']} (distinct {counts['distinct_spans']}) != spans sent {sent_spans}")
     if counts["tool_calls"] != sent_tools:

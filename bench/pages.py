@@ -75,17 +75,31 @@ JSON_SCRIPT = re.compile(r'<script id="([^"]+)" type="application/json">(.*?)</s
 
 # One execute_tool span per generated tool-call row, and one invoke_agent root span per trace (the
 # rows' shared parent_span_id), as ingest would have stored them: same ids, times and dimensions.
+# One resource per (service, environment) of the generated tool calls, which the spans refer to.
+# Its digest is not ingest's (ingest.records.resource_digest): nothing is ingested into this project.
+RESOURCES_SQL = """
+INSERT INTO ingest_resource (project_id, digest, attributes, first_seen, last_seen)
+SELECT %(project_id)s, substring(sha256(convert_to(attributes::text, 'UTF8')) for 16), attributes, now(), now()
+FROM (SELECT DISTINCT jsonb_build_object('service.name', service, 'deployment.environment.name', environment) AS attributes
+      FROM ingest_toolcall WHERE project_id = %(project_id)s) AS distinct_resources
+ON CONFLICT (project_id, digest) DO NOTHING
+"""
 SPANS_SQL = """
+WITH res AS (
+    SELECT id, attributes ->> 'service.name' AS res_service, attributes ->> 'deployment.environment.name' AS res_environment
+    FROM ingest_resource
+    WHERE project_id = %(project_id)s AND attributes - 'service.name' - 'deployment.environment.name' = '{}'::jsonb
+)
 INSERT INTO ingest_span (project_id, trace_id, span_id, parent_span_id, name, kind, start_time, end_time,
     status_code, status_message, service, environment, service_version, scope_name, scope_version, agent,
-    attributes, resource_attributes, events, links, trace_state, flags, received_at)
+    attributes, resource_id, events, links, trace_state, flags, received_at)
 SELECT project_id, trace_id, span_id, parent_span_id, 'execute_tool ' || tool, 1, start_time, end_time,
        CASE WHEN ok THEN 0 ELSE 2 END, message, service, environment, '1.4.2', 'bench.agent', '1.0', '',
        jsonb_build_object('gen_ai.operation.name', 'execute_tool', 'gen_ai.tool.name', tool,
                           'gen_ai.tool.call.id', call_id, 'gen_ai.tool.type', 'function')
          || CASE WHEN ok THEN '{}'::jsonb ELSE jsonb_build_object('error.type', error_type,
                 'tool.error.class', error_class, 'tool.error.code', error_code) END,
-       jsonb_build_object('service.name', service, 'deployment.environment.name', environment),
+       (SELECT id FROM res WHERE res_service = service AND res_environment = environment),
        CASE WHEN ok THEN '[]'::jsonb ELSE jsonb_build_array(jsonb_build_object(
            'name', 'exception',
            'time_ns', (extract(epoch FROM end_time) * 1e9)::bigint,
@@ -97,7 +111,7 @@ SELECT project_id, trace_id, parent_span_id, '', 'invoke_agent ' || min(agent), 
        min(start_time) - interval '40 milliseconds', max(end_time) + interval '40 milliseconds',
        0, '', min(service), min(environment), '1.4.2', 'bench.agent', '1.0', min(agent),
        jsonb_build_object('gen_ai.operation.name', 'invoke_agent', 'gen_ai.agent.name', min(agent)),
-       jsonb_build_object('service.name', min(service), 'deployment.environment.name', min(environment)),
+       (SELECT id FROM res WHERE res_service = min(service) AND res_environment = min(environment)),
        '[]'::jsonb, '[]'::jsonb, '', 1, max(received_at)
 FROM ingest_toolcall WHERE project_id = %(project_id)s AND start_time >= %(start)s AND start_time < %(end)s
 GROUP BY project_id, trace_id, parent_span_id
@@ -110,6 +124,9 @@ def day_start(day: dt.date) -> dt.datetime:
 
 def generate_spans(url: str, project_id: int, first_day: dt.date, days: int, workers: int) -> int:
     """The spans of every generated day, `workers` connections at a time; returns spans written."""
+
+    with _connect(url) as conn:
+        conn.execute(RESOURCES_SQL, {"project_id": project_id})
 
     def one_day(index: int) -> int:
         start = day_start(first_day + dt.timedelta(days=index))

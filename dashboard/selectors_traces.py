@@ -312,7 +312,11 @@ def trace_get(project: Project, trace_id: str) -> Trace | None:
     trace_id = normalize_id(trace_id)
     if not is_trace_id(trace_id):
         return None
-    spans = list(Span.objects.filter(project=project, trace_id=trace_id).order_by("start_time", "span_id")[: MAX_SPANS + 1])
+    spans = list(
+        Span.objects.filter(project=project, trace_id=trace_id)
+        .with_resource_attributes()
+        .order_by("start_time", "span_id")[: MAX_SPANS + 1]
+    )
     if not spans:
         return None
     truncated = len(spans) > MAX_SPANS

@@ -160,7 +160,11 @@ _TOOLCALL_SKIP = {"id", "project", "project_id", "received_at"}
 
 
 def _freeze_snapshot(case: EvalCase) -> None:
-    spans = list(Span.objects.filter(project_id=case.project_id, trace_id=case.trace_id).values(*_SPAN_FIELDS))
+    # The snapshot keeps each span's own copy of its resource's attributes (stored once on ingest).
+    spans = Span.objects.filter(project_id=case.project_id, trace_id=case.trace_id).with_resource_attributes()
+    spans = list(spans.values(*_SPAN_FIELDS))
+    for span in spans:
+        span["resource_attributes"] = span["resource_attributes"] or {}
     calls = {
         row["span_id"]: _json_ready({k: v for k, v in row.items() if k not in _TOOLCALL_SKIP})
         for row in ToolCall.objects.filter(project_id=case.project_id, trace_id=case.trace_id).values()

@@ -1,4 +1,4 @@
-"""The write side: projects, their API keys, every span, and a tool-call row per tool span.
+"""The write side: projects, their API keys, every span, its resource, and a tool-call row per tool span.
 
 On PostgreSQL, `Span` and `ToolCall` are range-partitioned by day on `start_time`
 (migration 0002, raw SQL beside it; partitions are managed by `ingest.partitions`).
@@ -81,6 +81,39 @@ class ApiKey(models.Model):
         return self.revoked_at is None
 
 
+class Resource(models.Model):
+    """The attributes of one OTel resource (the process or service that sent spans), stored
+    once per project and referenced by its spans: a request's spans share a few resources,
+    and a copy on every span cost a third of a span row.
+
+    `last_seen` is renewed by ingest at most once per process per RESOURCE_TOUCH (see
+    ingest.storage.resource_ids); retention deletes a resource only when it has not been
+    seen for longer than its project's retention, so when its spans are gone too.
+    """
+
+    # No database-level foreign key, as on Span: deleting a project deletes its rows through Django.
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False, db_constraint=False)
+    # ingest.records.resource_digest(attributes): blake2b-128 of their canonical JSON.
+    digest = models.BinaryField(max_length=16)
+    attributes = models.JSONField(default=dict)
+    first_seen = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "digest"], name="resource_unique_digest")]
+
+    def __str__(self) -> str:
+        return f"{self.attributes.get('service.name', 'unknown_service')} ({self.digest.hex()})"
+
+
+class SpanQuerySet(models.QuerySet):
+    def with_resource_attributes(self) -> SpanQuerySet:
+        """Spans with `resource_attributes`: their resource's attributes (None if it is gone),
+        read in the same query."""
+        attributes = Resource.objects.filter(pk=models.OuterRef("resource_id")).values("attributes")[:1]
+        return self.annotate(resource_attributes=models.Subquery(attributes, output_field=models.JSONField()))
+
+
 class Span(models.Model):
     """Every span of every trace, as received (after redaction and truncation)."""
 
@@ -104,12 +137,19 @@ class Span(models.Model):
     # The agent this span itself names (gen_ai.agent.name), for resolving tool calls' agents.
     agent = models.CharField(max_length=256, blank=True, default="")
     attributes = models.JSONField(default=dict)
-    resource_attributes = models.JSONField(default=dict)
+    # Its resource's attributes, stored once (Span.objects.with_resource_attributes() reads
+    # them). No database-level foreign key, as for project; no index: nothing looks spans up
+    # by resource.
+    resource = models.ForeignKey(
+        Resource, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False, related_name="+"
+    )
     events = models.JSONField(default=list)
     links = models.JSONField(default=list)
     trace_state = models.TextField(blank=True, default="")
     flags = models.BigIntegerField(default=0)
     received_at = models.DateTimeField(default=timezone.now)
+
+    objects = SpanQuerySet.as_manager()
 
     class Meta:
         # Also serves look-ups by (project, trace_id): no separate trace index needed.

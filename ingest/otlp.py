@@ -59,7 +59,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from ingest.limits import IngestLimits
-from ingest.records import SpanRecord
+from ingest.records import ResourceRecord, SpanRecord, resource_digest
 from ingest.redact import clean_string, redact_item, redact_string
 
 PROTOBUF = "protobuf"
@@ -696,8 +696,40 @@ def start_days(request: ExportTraceServiceRequest, *, min_ns: int, max_ns: int) 
     return {epoch + dt.timedelta(days=day) for day in days}
 
 
+def request_resources(request: ExportTraceServiceRequest, limits: IngestLimits) -> list[ResourceRecord | None]:
+    """Each ResourceSpans' resource, flattened and redacted, in request order; None for one
+    without spans (nothing will refer to it). Pass the list on to iter_spans, which then
+    does not flatten the resources again."""
+    redaction = (limits.max_attribute_key_chars, limits.max_attribute_value_chars, limits.max_value_depth)
+    return [
+        _resource(rs.resource, limits.max_attributes_per_span, redaction)
+        if any(ss.spans for ss in rs.scope_spans)
+        else None
+        for rs in request.resource_spans
+    ]
+
+
+def _resource(resource: Resource, max_attributes: int, redaction: tuple[int, int, int]) -> ResourceRecord:
+    attributes, dropped = _stored_attributes(resource.attributes, max_attributes, redaction)
+    dropped += resource.dropped_attributes_count
+    if dropped:
+        attributes[DROPPED_ATTRIBUTES] = dropped
+    environment = _label(attributes.get("deployment.environment.name")) or _label(attributes.get("deployment.environment"))
+    return ResourceRecord(
+        attributes=attributes,
+        digest=resource_digest(attributes),
+        service=_label(attributes.get("service.name")) or "unknown_service",
+        environment=environment,
+        service_version=_label(attributes.get("service.version")),
+    )
+
+
 def iter_spans(
-    request: ExportTraceServiceRequest, limits: IngestLimits, *, now_ns: int
+    request: ExportTraceServiceRequest,
+    limits: IngestLimits,
+    *,
+    now_ns: int,
+    resources: list[ResourceRecord | None] | None = None,
 ) -> Iterator[SpanRecord | RejectedSpan]:
     """Each span of the request, flattened, as a SpanRecord, or a RejectedSpan.
 
@@ -705,12 +737,15 @@ def iter_spans(
     more than limits.max_spans_per_request spans. Records are made one at a time, so
     the caller can write them in slices. Each ResourceSpans' resource attributes go to
     its own spans only; the resource_attributes dict is shared by the spans of one
-    resource (treat it as read-only).
+    resource (treat it as read-only). `resources` is request_resources(request, limits)
+    when the caller already has it.
     """
     total = count_spans(request)
     if total > limits.max_spans_per_request:
         raise OtlpError(413, f"{total} spans in one request exceeds the limit of {limits.max_spans_per_request}")
-    return _flatten(request, limits, now_ns)
+    if resources is None:
+        resources = request_resources(request, limits)
+    return _flatten(request, limits, now_ns, resources)
 
 
 def _nonfinite(number: float) -> str:
@@ -810,7 +845,7 @@ def _label(value) -> str:
 
 
 def _flatten(
-    request: ExportTraceServiceRequest, limits: IngestLimits, now_ns: int
+    request: ExportTraceServiceRequest, limits: IngestLimits, now_ns: int, resources: list[ResourceRecord | None]
 ) -> Iterator[SpanRecord | RejectedSpan]:
     max_attributes = limits.max_attributes_per_span
     max_events = limits.max_events_per_span
@@ -821,17 +856,14 @@ def _flatten(
     names: dict[str, str] = {}  # span name -> as stored: a request has few distinct names
     redaction = (limits.max_attribute_key_chars, value_chars, limits.max_value_depth)
 
-    for rs in request.resource_spans:
-        resource = rs.resource
-        resource_attributes, dropped = _stored_attributes(resource.attributes, max_attributes, redaction)
-        dropped += resource.dropped_attributes_count
-        if dropped:
-            resource_attributes[DROPPED_ATTRIBUTES] = dropped
-        service = _label(resource_attributes.get("service.name")) or "unknown_service"
-        environment = _label(resource_attributes.get("deployment.environment.name")) or _label(
-            resource_attributes.get("deployment.environment")
-        )
-        service_version = _label(resource_attributes.get("service.version"))
+    for rs, resource in zip(request.resource_spans, resources, strict=True):
+        if resource is None:  # no spans
+            continue
+        resource_attributes = resource.attributes
+        digest = resource.digest
+        service = resource.service
+        environment = resource.environment
+        service_version = resource.service_version
 
         for ss in rs.scope_spans:
             scope = ss.scope
@@ -913,6 +945,7 @@ def _flatten(
                     status_message=redact_string(status.message, value_chars) if status.message else "",
                     attributes=attributes,
                     resource_attributes=resource_attributes,
+                    resource_digest=digest,
                     scope_name=scope_name,
                     scope_version=scope_version,
                     events=events,

@@ -1,16 +1,41 @@
 """Plain records passed between the pure ingest modules.
 
-`otlp.py` turns a request into `SpanRecord`s; `normalize.py` turns a tool span's
-`SpanRecord` into a `ToolCallRecord`; `storage.py` writes both. Nothing here
-imports Django, so the decoder and the classifier can be reused outside the
-server (the eval runner shares the classifier).
+`otlp.py` turns a request into `ResourceRecord`s and `SpanRecord`s; `normalize.py`
+turns a tool span's `SpanRecord` into a `ToolCallRecord`; `storage.py` writes them.
+Nothing here imports Django, so the decoder and the classifier can be reused outside
+the server (the eval runner shares the classifier).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
+
+
+def resource_digest(attributes: dict[str, Any]) -> bytes:
+    """16 bytes naming a resource's attributes within a project: blake2b of their canonical JSON
+    (keys sorted at every depth), so the same attributes in any order are one stored resource."""
+    try:
+        canonical = orjson.dumps(attributes, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson refuses integers beyond 64 bits
+        canonical = json.dumps(attributes, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    return hashlib.blake2b(canonical, digest_size=16).digest()
+
+
+@dataclass(slots=True)
+class ResourceRecord:
+    """One ResourceSpans' resource, flattened and redacted once for all of its spans."""
+
+    attributes: dict[str, Any]  # shared by the SpanRecords of the resource: treat as read-only
+    digest: bytes  # resource_digest(attributes)
+    service: str = "unknown_service"  # service.name
+    environment: str = ""  # deployment.environment.name, else deployment.environment
+    service_version: str = ""
 
 
 @dataclass(slots=True)
@@ -32,6 +57,9 @@ class SpanRecord:
     status_message: str
     attributes: dict[str, Any] = dataclasses.field(default_factory=dict)
     resource_attributes: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # resource_digest(resource_attributes), computed once per resource by the decoder; storage
+    # stores the attributes once per project and digest (ingest.models.Resource).
+    resource_digest: bytes = b""
     scope_name: str = ""
     scope_version: str = ""
     # [{"name": str, "time_ns": int, "attributes": {...}}]

@@ -89,8 +89,9 @@ def api_key_touch(*, key: ApiKey, now: dt.datetime) -> None:
 def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.datetime | None = None) -> IngestResult:
     """Store every span of a decoded ExportTraceServiceRequest, once, with a tool-call row per tool span.
 
-    Durable on return: everything is committed in one transaction. Spans already
-    stored (same project, trace and span id) count as duplicates and change nothing.
+    Durable on return: everything is committed in one transaction (resources not stored
+    yet just before it, in their own). Spans already stored (same project, trace and
+    span id) count as duplicates and change nothing.
     Spans that cannot be stored are counted in `rejected` by reason (partial success).
     Raises django.db.Error when the database cannot take the write.
     """
@@ -100,8 +101,11 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
     result = IngestResult()
     escalation_tools = frozenset(project.escalation_tools or ())
 
-    # Partition DDL locks the parent table, so it runs before (outside) the write transaction.
+    # Partition DDL locks the parent table, so it runs before (outside) the write transaction;
+    # new resources are stored before it too (storage.resource_ids says why).
     partitions.ensure_partitions(otlp.start_days(request, min_ns=oldest_ns, max_ns=now_ns + 86_400 * 10**9))
+    resources = otlp.request_resources(request, limits)
+    resource_ids = storage.resource_ids(project.pk, resources, now)
 
     parents: dict[linking.Key, str] = {}
     agents: dict[linking.Key, str] = {}
@@ -110,7 +114,7 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
     with _gc_paused(), transaction.atomic():
         _bound_statement_time()
         slice_: list[SpanRecord] = []
-        for item in otlp.iter_spans(request, limits, now_ns=now_ns):
+        for item in otlp.iter_spans(request, limits, now_ns=now_ns, resources=resources):
             if isinstance(item, otlp.RejectedSpan):
                 result.rejected[item.reason] += item.count
                 continue
@@ -125,9 +129,9 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
             first_start_ns = item.start_ns if first_start_ns is None else min(first_start_ns, item.start_ns)
             slice_.append(item)
             if len(slice_) >= SLICE_SPANS:
-                _write_slice(project, slice_, escalation_tools, now, parents, agents, agentless, result)
+                _write_slice(project, slice_, resource_ids, escalation_tools, now, parents, agents, agentless, result)
                 slice_ = []
-        _write_slice(project, slice_, escalation_tools, now, parents, agents, agentless, result)
+        _write_slice(project, slice_, resource_ids, escalation_tools, now, parents, agents, agentless, result)
         if first_start_ns is not None:
             _settle_agents(project, parents, agents, agentless, first_start_ns)
         _record_stats(project, now, result)
@@ -167,10 +171,13 @@ def _bound_statement_time() -> None:
         )
 
 
-def _write_slice(project, spans, escalation_tools, now, parents, agents, agentless, result: IngestResult) -> None:
+def _write_slice(project, spans, resource_ids, escalation_tools, now, parents, agents, agentless, result: IngestResult) -> None:
     if not spans:
         return
-    span_rows = [storage.span_row(project.pk, span, agents.get((span.trace_id, span.span_id), ""), now) for span in spans]
+    span_rows = [
+        storage.span_row(project.pk, span, agents.get((span.trace_id, span.span_id), ""), now, resource_ids[span.resource_digest])
+        for span in spans
+    ]
     new_keys = storage.insert_spans(span_rows)
     result.accepted += len(new_keys)
     result.duplicates += len(spans) - len(new_keys)

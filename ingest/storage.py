@@ -9,13 +9,17 @@ on the unique index. Tool-call rows are then COPYed in for the spans that were n
 
 SQLite: read which keys exist, bulk-insert the rest. Writes are serialised by
 SQLite's IMMEDIATE transactions, so nothing can slip in between.
+
+Resources (a span's resource attributes) are stored once per project and digest and
+spans carry their id: `resource_ids` finds or stores a request's few resources before
+its span transaction, remembering committed ids per process.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import orjson
 import psycopg
@@ -23,13 +27,13 @@ from django.db import IntegrityError, connection, transaction
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-from ingest.models import Span, ToolCall
-from ingest.records import SpanRecord, ToolCallRecord
+from ingest.models import Resource, Span, ToolCall
+from ingest.records import ResourceRecord, SpanRecord, ToolCallRecord
 
 SPAN_COLUMNS = (
     "project_id", "trace_id", "span_id", "parent_span_id", "name", "kind", "start_time", "end_time",
     "status_code", "status_message", "service", "environment", "service_version", "scope_name",
-    "scope_version", "agent", "attributes", "resource_attributes", "events", "links", "trace_state",
+    "scope_version", "agent", "attributes", "resource_id", "events", "links", "trace_state",
     "flags", "received_at",
 )  # fmt: skip
 TOOLCALL_COLUMNS = (
@@ -97,8 +101,9 @@ def _fit(value: str, width: int) -> str:
     return value if len(value) <= width else value[:width]
 
 
-def span_row(project_id: int, span: SpanRecord, agent: str, received_at: dt.datetime) -> tuple:
-    """One ingest_span row in SPAN_COLUMNS order; JSON columns hold Python values."""
+def span_row(project_id: int, span: SpanRecord, agent: str, received_at: dt.datetime, resource_id: int) -> tuple:
+    """One ingest_span row in SPAN_COLUMNS order; JSON columns hold Python values.
+    `resource_id` is the stored resource of span.resource_digest (resource_ids)."""
     w = _SPAN_W
     return (
         project_id, span.trace_id, span.span_id, span.parent_span_id, span.name, span.kind,
@@ -106,7 +111,7 @@ def span_row(project_id: int, span: SpanRecord, agent: str, received_at: dt.date
         _fit(span.service, w["service"]), _fit(span.environment, w["environment"]),
         _fit(span.service_version, w["service_version"]), _fit(span.scope_name, w["scope_name"]),
         _fit(span.scope_version, w["scope_version"]), _fit(agent, w["agent"]),
-        span.attributes, span.resource_attributes, span.events, span.links, span.trace_state, span.flags,
+        span.attributes, resource_id, span.events, span.links, span.trace_state, span.flags,
         received_at,
     )  # fmt: skip
 
@@ -126,6 +131,67 @@ def toolcall_row(project_id: int, span: SpanRecord, call: ToolCallRecord, receiv
         _fit(call.next_action, w["next_action"]), _fit(call.agent, w["agent"]), _fit(span.service, w["service"]),
         _fit(span.environment, w["environment"]), call.fingerprint, call.contract, received_at,
     )  # fmt: skip
+
+
+# (project id, digest) -> (resource id, when this process last renewed its last_seen). Only
+# committed ids go in (transaction.on_commit), so a rolled-back insert never leaves an id
+# pointing at nothing. Bounded: a sender of ever-new resources only resets it.
+_resources: dict[tuple[int, bytes], tuple[int, dt.datetime]] = {}
+RESOURCES_CACHED_MAX = 10_000
+# How long a remembered id is used before last_seen is renewed: retention keeps a resource
+# until its last_seen is older than the retention by more than this and the clock skew allowed.
+RESOURCE_TOUCH = dt.timedelta(hours=1)
+
+
+def resource_ids(project_id: int, resources: Iterable[ResourceRecord | None], now: dt.datetime) -> dict[bytes, int]:
+    """digest -> stored resource id for each resource of a request (None entries are skipped).
+
+    Resources this process has not used within RESOURCE_TOUCH are upserted (stored if new,
+    last_seen renewed if not) in their own short transaction, so call this before the
+    span transaction: a resource row is then never locked for the length of a request,
+    and concurrent requests bringing the same new resource both get its one id. A
+    resource whose spans then roll back stays until retention removes it.
+    """
+    ids: dict[bytes, int] = {}
+    stale: dict[bytes, dict] = {}
+    for resource in resources:
+        if resource is None or resource.digest in ids or resource.digest in stale:
+            continue
+        known = _resources.get((project_id, resource.digest))
+        if known is not None and dt.timedelta(0) <= now - known[1] < RESOURCE_TOUCH:
+            ids[resource.digest] = known[0]
+        else:
+            stale[resource.digest] = resource.attributes
+    if stale:
+        stored = _upsert_resources(project_id, stale, now)
+        ids.update(stored)
+        transaction.on_commit(lambda: _remember_resources(project_id, stored, now))
+    return ids
+
+
+def _upsert_resources(project_id: int, stale: dict[bytes, dict], now: dt.datetime) -> dict[bytes, int]:
+    # Sorted by digest: concurrent upserts of several resources lock them in the same order.
+    rows = [
+        Resource(project_id=project_id, digest=digest, attributes=attributes, first_seen=now, last_seen=now)
+        for digest, attributes in sorted(stale.items())
+    ]
+    with transaction.atomic():
+        Resource.objects.bulk_create(
+            rows, update_conflicts=True, unique_fields=["project", "digest"], update_fields=["last_seen"]
+        )
+    return {bytes(row.digest): row.pk for row in rows}
+
+
+def _remember_resources(project_id: int, stored: dict[bytes, int], now: dt.datetime) -> None:
+    if len(_resources) + len(stored) > RESOURCES_CACHED_MAX:
+        _resources.clear()
+    for digest, resource_id in stored.items():
+        _resources[(project_id, digest)] = (resource_id, now)
+
+
+def forget_resources() -> None:
+    """Tests drop and recreate the database; the process-wide cache must not outlive it."""
+    _resources.clear()
 
 
 def insert_spans(span_rows: Sequence[tuple]) -> set[Key]:
@@ -156,7 +222,7 @@ def insert_toolcalls(toolcall_rows: Sequence[tuple]) -> None:
 # PostgreSQL types of the COPY columns, in order: binary COPY needs them exactly.
 SPAN_TYPES = (
     "int8", "text", "text", "text", "text", "int2", "timestamptz", "timestamptz", "int2", "text", "text",
-    "text", "text", "text", "text", "text", "jsonb", "jsonb", "jsonb", "jsonb", "text", "int8", "timestamptz",
+    "text", "text", "text", "text", "text", "jsonb", "int8", "jsonb", "jsonb", "text", "int8", "timestamptz",
 )  # fmt: skip
 TOOLCALL_TYPES = (
     "int8", "text", "text", "text", "timestamptz", "timestamptz", "float8", "text", "text", "text", "text",

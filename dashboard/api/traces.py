@@ -41,9 +41,14 @@ class ToolCallPageSerializer(serializers.Serializer):
 
 
 class SpanSerializer(serializers.ModelSerializer):
+    # Stored once per resource; selectors.trace_get reads them with the spans.
+    resource_attributes = serializers.JSONField(
+        read_only=True, allow_null=True, help_text="The attributes of the resource (service) that sent the span."
+    )
+
     class Meta:
         model = Span
-        exclude = ("id", "project")
+        exclude = ("id", "project", "resource")
 
 
 class WaterfallSpanSerializer(serializers.Serializer):

@@ -380,3 +380,22 @@ def test_a_message_search_that_runs_too_long_gives_advice_instead_of_hanging(cli
     assert api.status_code == 400 and "took longer than 0.02 s" in api.json()["q"][0]
     monkeypatch.undo()
     assert listed(explorer(client, mixed, q="timed out")) == [span_id(2)]  # the connection is still usable
+
+
+def test_a_trace_from_two_resources_in_one_request_shows_each_spans_own_resource(client, signed_in):
+    _, key = api_key_create(project=signed_in)
+    alpha = {"service.name": "alpha", "host.name": "<b>host-a</b>"}
+    beta = {"service.name": "beta", "deployment.environment.name": "staging"}
+    request = json_request([(alpha, [tool_span(60, 1, "a")]), (beta, [tool_span(60, 2, "b", at_ms=5)]), (alpha, [tool_span(60, 3, "c", at_ms=9)])])
+    assert post(client, json_bytes(request), key, content_type=JSON).status_code == 200
+
+    page = client.get(f"/p/{signed_in.slug}/traces/{trace_id(60)}/").content.decode()
+    api = client.get(f"/api/v1/projects/{signed_in.slug}/traces/{trace_id(60)}/").json()
+
+    sections = {sid: page.split(f'id="span-{sid}"', 1)[1].split('<details class="trace-span card"', 1)[0] for sid in (span_id(1), span_id(2), span_id(3))}
+    for sid, resource in ((span_id(1), alpha), (span_id(2), beta), (span_id(3), alpha)):
+        assert f"Resource attributes ({len(resource)})" in sections[sid]
+    assert "&lt;b&gt;host-a&lt;/b&gt;" in sections[span_id(1)] and "<b>host-a" not in page
+    assert "staging" in sections[span_id(2)] and "host-a" not in sections[span_id(2)]
+    resources = {row["span"]["span_id"]: row["span"]["resource_attributes"] for row in api["spans"]}
+    assert resources == {span_id(1): alpha, span_id(2): beta, span_id(3): alpha}

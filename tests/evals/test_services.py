@@ -10,7 +10,7 @@ from django.utils import timezone
 from dashboard.models import Alert, AlertChannel, Delivery
 from evals import expectations, selectors, services
 from evals.models import EvalCase, EvalCaseVersion, EvalResult, SnapshotSpan
-from ingest.models import Span, ToolCall
+from ingest.models import Resource, Span, ToolCall
 from tests.evals.server_helpers import ingest_failure, project, project_key  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
@@ -101,6 +101,16 @@ def test_the_snapshot_survives_deleting_the_spans_and_tool_calls(project, failur
 
     assert SnapshotSpan.objects.filter(case=case).count() == 6
     assert EvalCase.objects.get(pk=case.pk).observed["message"] == failure.message
+
+
+def test_each_snapshot_span_keeps_its_own_copy_of_its_resources_attributes(project, failure):
+    case = promote(project, failure)
+
+    Span.objects.all().delete()
+    Resource.objects.all().delete()
+
+    resources = [span.resource_attributes for span in SnapshotSpan.objects.filter(case=case)]
+    assert resources == [{"service.name": "support-agent", "deployment.environment.name": "prod"}] * 6
 
 
 def test_a_bad_expectation_at_promotion_names_its_field(project, failure):

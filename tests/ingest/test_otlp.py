@@ -33,7 +33,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 from ingest import otlp
 from ingest.limits import DEFAULT_LIMITS, MIB, IngestLimits
-from ingest.records import SpanRecord
+from ingest.records import SpanRecord, resource_digest
 from ingest.redact import REDACTED, TRUNCATION_MARKER, redact_attributes
 from tests.otlp_builders import agent_with_tools, sdk_spans
 
@@ -638,6 +638,24 @@ def test_each_resource_keeps_its_own_service_and_attributes():
     }
     assert records["2"].resource_attributes == {"service.name": "beta", "deployment.environment": "staging"}
     assert records["4"].resource_attributes == {}
+
+
+def test_each_resource_is_flattened_once_and_its_spans_carry_its_digest():
+    request = pb_request(
+        ({"service.name": "alpha", "secret_token": "sk-live-0123456789abcdef0123"}, [pb_span(1), pb_span(2)]),
+        ({"service.name": "empty"}, []),
+        ({"secret_token": "sk-live-0123456789abcdef0123", "service.name": "alpha"}, [pb_span(3)]),
+    )
+
+    alpha, empty, again = otlp.request_resources(request, DEFAULT_LIMITS)
+    records = list(otlp.iter_spans(request, DEFAULT_LIMITS, now_ns=NOW_NS, resources=[alpha, empty, again]))
+
+    assert empty is None  # no spans: nothing to store
+    assert alpha.attributes["secret_token"] != "sk-live-0123456789abcdef0123"  # redacted before it is named
+    assert alpha.digest == again.digest == resource_digest(alpha.attributes)  # same attributes, any order
+    assert [record.resource_attributes for record in records] == [alpha.attributes, alpha.attributes, again.attributes]
+    assert records[0].resource_attributes is alpha.attributes  # shared, not copied per span
+    assert {record.resource_digest for record in records} == {alpha.digest}
 
 
 def test_the_newer_environment_attribute_wins_over_the_deprecated_one():

@@ -49,13 +49,14 @@ def test_old_partitions_are_dropped_whole():
 
 
 def test_a_span_row_lands_in_its_days_partition():
-    from ingest.models import Span
+    from ingest.models import Resource, Span
     from tests.factories import make_project
 
     project = make_project()
+    resource = Resource.objects.create(project=project, digest=b"r" * 16)
     start = dt.datetime(2026, 11, 28, 23, 59, 59, 999999, tzinfo=dt.UTC)
     partitions.ensure_partitions([start.date()])
-    Span.objects.create(project=project, trace_id="a" * 32, span_id="b" * 16, name="x", start_time=start, end_time=start)
+    Span.objects.create(project=project, trace_id="a" * 32, span_id="b" * 16, name="x", start_time=start, end_time=start, resource=resource)
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM ingest_span_p20261128")

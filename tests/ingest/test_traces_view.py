@@ -145,8 +145,9 @@ def test_each_resource_keeps_its_own_attributes(client, key):
 
     services = dict(Span.objects.values_list("span_id", "service"))
     assert services == {"0000000000000001": "alpha", "0000000000000002": "beta"}
-    beta = Span.objects.get(span_id="0000000000000002")
-    assert beta.resource_attributes == {"service.name": "beta", "deployment.environment.name": "prod"}
+    alpha, beta = Span.objects.select_related("resource").order_by("span_id")
+    assert alpha.resource.attributes == {"service.name": "alpha"}
+    assert beta.resource.attributes == {"service.name": "beta", "deployment.environment.name": "prod"}
     assert beta.environment == "prod"
 
 
