@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db import Error as DatabaseError
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -22,6 +24,11 @@ from ingest.records import SpanRecord
 SLICE_SPANS = 2_000
 # How often last_used_at is written for a busy key: not on every request.
 KEY_TOUCH_INTERVAL = dt.timedelta(seconds=60)
+# A request's spans commit within MAX_WRITE of their received time (`now`, taken just before
+# the write), or not at all: the rollup job counts on it to know which late retries a
+# bucket's rows already hold (dashboard.rollups.RECEIVED_MARGIN). Three times the exporters'
+# 10 s timeout: a write this slow has long been given up on and sent again.
+MAX_WRITE = dt.timedelta(seconds=30)
 
 
 @dataclass
@@ -37,6 +44,10 @@ class IngestResult:
 
     def rejection_message(self) -> str:
         return "; ".join(f"{count} span(s) rejected: {reason}" for reason, count in sorted(self.rejected.items()))
+
+
+class WriteTooSlow(DatabaseError):
+    """The write took longer than MAX_WRITE: rolled back, and answered as a database that cannot take it (503)."""
 
 
 class AuthError(Exception):
@@ -96,6 +107,7 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
     Raises django.db.Error when the database cannot take the write.
     """
     now = now or timezone.now()
+    started = time.monotonic()
     now_ns = int(now.timestamp()) * 1_000_000_000
     oldest_ns = now_ns - project.retention_days * 86_400 * 1_000_000_000
     result = IngestResult()
@@ -135,6 +147,9 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
         if first_start_ns is not None:
             _settle_agents(project, parents, agents, agentless, first_start_ns)
         _record_stats(project, now, result)
+        elapsed = time.monotonic() - started
+        if elapsed > MAX_WRITE.total_seconds():
+            raise WriteTooSlow(f"the write took {elapsed:.0f} s, over the {MAX_WRITE.total_seconds():.0f} s allowed; rolled back")
     return result
 
 

@@ -86,7 +86,6 @@ def traces(request: HttpRequest) -> HttpResponse:
         return _answer(media, media_error.http_status, otlp.error_body(media, media_error))
     project = key.project
     limits = settings.INGEST_LIMITS
-    now = timezone.now()
 
     try:
         body = read_body(request, limits.max_body_bytes)
@@ -103,6 +102,8 @@ def traces(request: HttpRequest) -> HttpResponse:
             return _answer(media, exc.http_status, otlp.error_body(media, exc))  # names the JSON field too
         return _error(media, exc.http_status, exc.message)
 
+    # Received once read in full: a slow upload does not age the spans (services.MAX_WRITE).
+    now = timezone.now()
     try:
         result = services.spans_ingest(project=project, request=export_request, limits=limits, now=now)
         services.api_key_touch(key=key, now=now)

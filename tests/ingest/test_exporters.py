@@ -143,6 +143,23 @@ def test_a_database_that_cannot_take_the_write_answers_503_with_retry_after(live
     assert Span.objects.count() == 0
 
 
+def test_a_write_slower_than_allowed_is_rolled_back_and_answered_503(live_url, monkeypatch):
+    from ingest import services
+
+    # The rollup job trusts every stored call to have committed within MAX_WRITE of its received time.
+    monkeypatch.setattr(services, "MAX_WRITE", services.dt.timedelta(0))
+    _, key = make_key()
+    body = json_bytes(json_request([({"service.name": "s"}, [json_span("4bf92f3577b34da6a3ce929d0e0e4737", "0000000000000001", "chat")])]))
+
+    status, content, headers = post_chunked(
+        f"{live_url}/v1/traces", body, {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    )
+
+    assert status == 503
+    assert "retry" in json.loads(content)["message"]
+    assert Span.objects.count() == 0
+
+
 @pytest.fixture
 def gunicorn_url(transactional_db, tmp_path):
     """The production server, as a subprocess on the test database (PostgreSQL only: it must share it)."""
