@@ -105,6 +105,24 @@ class ToolRollupTotal(RollupCounts):
         indexes = [models.Index(fields=["project", "resolution", "tool", "bucket_start"], name="toolrolluptotal_tool_range")]
 
 
+class RolledUpBucket(models.Model):
+    """When a 5-minute bucket's rows were last computed (PostgreSQL's 5-minute path).
+
+    A call counts in the bucket of its first attempt, so a retry arriving in a later bucket
+    changes an earlier bucket's rows. When the later bucket is rolled up, the earlier one is
+    recomputed only if one of those retries may have arrived after its rows were computed
+    (dashboard.rollups.RECEIVED_MARGIN says how that is judged safely); most retries come
+    seconds after their first attempt and were counted the first time."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False, db_constraint=False)
+    bucket_start = models.DateTimeField()
+    # The refresh's clock when it began: every call received before it, less the margin, is in the rows.
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "bucket_start"], name="rolledupbucket_unique")]
+
+
 # ---------------------------------------------------------------------------------------
 # Alerts (SPEC 6): one open alert per (project, tool, kind), delivered to the project's
 # channels. The lifecycle lives in dashboard.alerts, sending in dashboard.delivery.

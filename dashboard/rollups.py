@@ -22,14 +22,16 @@ from dataclasses import dataclass, field
 
 import orjson
 from django.db import connection, connections, transaction
+from django.db.models import Sum
 
 from dashboard import histograms
 from dashboard.attempts import Attempt, CallTotals, LogicalCall, call_counts, link_attempts
-from dashboard.models import ERROR_CLASSES, ToolRollup, ToolRollupTotal
+from dashboard.models import ERROR_CLASSES, RolledUpBucket, ToolRollup, ToolRollupTotal
 from django.utils import timezone
 
 from ingest.models import ChangedBucket, Project, ToolCall
 from ingest.retention import retention_cutoff
+from ingest.services import MAX_WRITE
 from ingest.taxonomy import CONTRACT_CHECKS
 from ingest.storage import copy_rows
 
@@ -51,21 +53,34 @@ FINE_HORIZON = dt.timedelta(days=3)
 # every minute, and a busy project's is rolled up once, when it has settled, instead of
 # being read again every minute as it fills.
 BUCKET = dt.timedelta(minutes=5)
-SETTLE = dt.timedelta(minutes=1)
+SETTLE = dt.timedelta(seconds=90)
+# A call received this long before a refresh began is in the rows it computed: ingest
+# commits within MAX_WRITE of its received time or not at all (ingest.services), and the
+# rest covers the clocks of the servers and the worker differing. So a retry arriving in a
+# later bucket sends its call's bucket back to be recomputed only when it may not have been
+# there the first time (dashboard.models.RolledUpBucket); SETTLE leaves this margin after
+# the retries that follow a bucket's last calls by seconds.
+RECEIVED_MARGIN = MAX_WRITE + dt.timedelta(seconds=15)
 OPEN_BUCKET_CALLS = 50_000
 # Spans for buckets more than LATE_AFTER old (late ones: a span can come up to 48 h late) are
 # rolled up every LATE_EVERY minutes, all together, instead of every minute: under steady
 # late traffic most of the last two days' buckets change every minute.
 LATE_AFTER = dt.timedelta(hours=2)
 LATE_EVERY = dt.timedelta(minutes=10)
+# A range holding more calls than PARALLEL_CALLS (a busy project's settled bucket) is
+# recomputed on RANGE_WORKERS connections at once, its tools shared out between them: a
+# tool's rows depend on its own calls only, and PostgreSQL runs each connection on its own core.
+PARALLEL_CALLS = 300_000
+RANGE_WORKERS = 2
 # Changed buckets this close together are recomputed as one range, the quiet ones between
-# included: one pass instead of many small ones when late spans scatter over the hours.
+# included: one pass instead of many small ones when late spans scatter over the hours. A
+# busy bucket between (by its last rollups) is not: it would be recomputed for nothing.
 RANGE_GAP = dt.timedelta(minutes=15)
 # The contract checks rollups tally (what ingest records; a stray key is not counted).
 CONTRACT_NAMES = tuple(name for name, _ in CONTRACT_CHECKS)
 _LOCK_NAMESPACE = 7_310_020  # pg_advisory_lock(namespace, project id): one rollup run per project
 
-_ATTEMPT_FIELDS = (
+ATTEMPT_FIELDS = (
     "trace_id", "span_id", "tool", "start_time", "ok", "error_class", "call_id", "attempt", "resend_count",
     "arguments_hash", "escalated", "latency_ms", "service", "environment", "agent", "contract",
 )  # fmt: skip
@@ -83,15 +98,18 @@ class _Bucket:
     contract: dict[str, list[int]] = field(default_factory=dict)
 
 
-def aggregate(calls: Iterable[LogicalCall], *, fine_since: dt.datetime | None = None) -> dict[tuple, _Bucket]:
+def aggregate(
+    calls: Iterable[LogicalCall], *, fine_since: dt.datetime | None = None, resolutions: tuple[int, ...] | None = None
+) -> dict[tuple, _Bucket]:
     """Pure: logical calls -> {(resolution, bucket start, tool, service, environment, agent): bucket}.
 
     A call counts in the bucket where its first attempt started; the dimensions are
-    the first attempt's. Calls before `fine_since` get no 5-minute bucket.
+    the first attempt's. Calls before `fine_since` get no 5-minute bucket; `resolutions` (in
+    seconds) narrows RESOLUTIONS.
     """
     buckets: dict[tuple, _Bucket] = defaultdict(_Bucket)
     moments: dict[int, dt.datetime] = {}  # bucket start (epoch s) -> datetime, shared by many calls
-    all_resolutions = tuple(int(resolution) for resolution in RESOLUTIONS)
+    all_resolutions = resolutions or tuple(int(resolution) for resolution in RESOLUTIONS)
     coarse_only = tuple(resolution for resolution in all_resolutions if resolution >= 3600)
     fine_epoch = int(fine_since.timestamp()) if fine_since else None
     for call in calls:
@@ -267,14 +285,14 @@ def load_attempts(project_id: int, start: dt.datetime, end: dt.datetime) -> list
     else:
         rows = (
             ToolCall.objects.filter(project_id=project_id, start_time__gte=start, start_time__lt=end)
-            .values_list(*_ATTEMPT_FIELDS)
+            .values_list(*ATTEMPT_FIELDS)
             .iterator(chunk_size=5000)
         )
     return attempts_from_rows(rows)
 
 
 def attempts_from_rows(rows: Iterable[tuple]) -> list[Attempt]:
-    """Attempts from rows of _ATTEMPT_FIELDS (contract None for successful attempts)."""
+    """Attempts from rows of ATTEMPT_FIELDS (contract None for successful attempts)."""
     return [
         Attempt(
             trace_id=trace_id, span_id=span_id, tool=tool, start=start_time, ok=ok, error_class=error_class,
@@ -295,11 +313,11 @@ def _json(value):
 
 
 def attempt_columns(alias: str) -> str:
-    """_ATTEMPT_FIELDS as SQL over ingest_toolcall `alias`: successful attempts' contract checks
+    """ATTEMPT_FIELDS as SQL over ingest_toolcall `alias`: successful attempts' contract checks
     are never read, so they are not sent (or JSON-decoded)."""
     return ", ".join(
-        f"CASE WHEN {alias}.ok THEN NULL ELSE {alias}.contract END" if name == "contract" else f"{alias}.{name}"
-        for name in _ATTEMPT_FIELDS
+        f"CASE WHEN {alias}.ok THEN NULL ELSE {alias}.contract END AS contract" if name == "contract" else f"{alias}.{name}"
+        for name in ATTEMPT_FIELDS
     )
 
 
@@ -388,6 +406,7 @@ def rollups_prune_fine(*, now: dt.datetime) -> int:
     """Delete 5-minute rows (and totals) older than FINE_HORIZON (the hourly and daily rows keep
     their counts); returns the ToolRollup rows deleted."""
     old = {"resolution": ToolRollup.Resolution.FIVE_MINUTES, "bucket_start__lt": floor_time(now - FINE_HORIZON, 3600)}
+    RolledUpBucket.objects.filter(bucket_start__lt=old["bucket_start__lt"]).delete()
     ToolRollupTotal.objects.filter(**old).delete()
     deleted, _ = ToolRollup.objects.filter(**old).delete()
     return deleted
@@ -405,34 +424,57 @@ def hour_ranges(hours: Iterable[dt.datetime]) -> list[tuple[dt.datetime, dt.date
     return [(start, end) for start, end in ranges]
 
 
-def bucket_ranges(buckets: Iterable[dt.datetime], gap: dt.timedelta = dt.timedelta(0)) -> list[tuple[dt.datetime, dt.datetime]]:
+def bucket_ranges(
+    buckets: Iterable[dt.datetime], gap: dt.timedelta = dt.timedelta(0), busy: frozenset[dt.datetime] = frozenset()
+) -> list[tuple[dt.datetime, dt.datetime]]:
     """5-minute bucket starts -> merged [start, end) ranges; buckets at most `gap` apart join a
-    range (with the quiet buckets between)."""
+    range with the buckets between, unless one of those is `busy` (costly to recompute for nothing)."""
     ranges: list[list[dt.datetime]] = []
     for bucket in sorted(set(buckets)):
-        if ranges and bucket <= ranges[-1][1] + gap:
+        between = ranges and _bucket_starts(ranges[-1][1], bucket)
+        if ranges and bucket <= ranges[-1][1] + gap and not any(start in busy for start in between):
             ranges[-1][1] = max(ranges[-1][1], bucket + BUCKET)
         else:
             ranges.append([bucket, bucket + BUCKET])
     return [(start, end) for start, end in ranges]
 
 
+def _bucket_starts(start: dt.datetime, end: dt.datetime) -> list[dt.datetime]:
+    starts = []
+    while start < end:
+        starts.append(start)
+        start += BUCKET
+    return starts
+
+
+def _busy_buckets(project_id: int, start: dt.datetime, end: dt.datetime) -> frozenset[dt.datetime]:
+    """The 5-minute buckets of [start, end) whose rollups count more than OPEN_BUCKET_CALLS calls."""
+    rows = (
+        ToolRollupTotal.objects.filter(project_id=project_id, resolution=ToolRollup.Resolution.FIVE_MINUTES,
+                                       bucket_start__gte=start, bucket_start__lt=end)  # fmt: skip
+        .values("bucket_start").annotate(calls=Sum("calls")).filter(calls__gt=OPEN_BUCKET_CALLS)
+    )
+    return frozenset(_aware(row["bucket_start"]) for row in rows)
+
+
 def _claim_changed_buckets(project_id: int, now: dt.datetime, everything: bool) -> list[dt.datetime]:
     """Take the queued buckets that are due (see SETTLE and LATE_AFTER), or all of them."""
     queued = ChangedBucket.objects.filter(project_id=project_id).values_list("pk", "bucket_start")
+    recent_busy = _busy_buckets(project_id, floor_time(now, 300) - 4 * BUCKET, now)
     taken = {
         pk: start
         for pk, start in ((pk, _aware(start)) for pk, start in queued)
-        if everything or _due(project_id, start, now)
+        if everything or _due(project_id, start, now, recent_busy)
     }
     if taken:
         ChangedBucket.objects.filter(pk__in=taken).delete()
     return list(taken.values())
 
 
-def _due(project_id: int, bucket: dt.datetime, now: dt.datetime) -> bool:
+def _due(project_id: int, bucket: dt.datetime, now: dt.datetime, recent_busy: frozenset[dt.datetime]) -> bool:
     if bucket + BUCKET + SETTLE > now:  # still filling: only while small
-        return _small(project_id, bucket)
+        # Right after a busy bucket it is taken for busy too, without counting its calls.
+        return not {bucket - BUCKET, bucket - 2 * BUCKET} & recent_busy and _small(project_id, bucket)
     if bucket + LATE_AFTER > now:
         return True
     # Late spans' buckets are gathered for LATE_EVERY, then done together.
@@ -487,20 +529,72 @@ def _recompute_buckets(project_id, buckets, oldest: dt.datetime, fine_since: dt.
         fine = [bucket for bucket in buckets if bucket >= max(fine_since, oldest)]
         buckets = [bucket for bucket in buckets if bucket < fine_since]
         earlier: set[dt.datetime] = set()
-        for start, end in bucket_ranges(fine, gap=RANGE_GAP):
-            rows, before = rollups_sql.recompute_fine(project_id=project_id, start=start, end=end)
+        busy = _busy_buckets(project_id, min(fine), max(fine)) if fine else frozenset()
+        for start, end in bucket_ranges(fine, gap=RANGE_GAP, busy=busy):
+            rows, before = _recompute_fine_range(project_id, start, end, now)
             written += rows
             earlier |= before
-        # The buckets where calls with a new attempt began, unless done already (once: they
-        # hold no new attempt themselves, so they send no one further back).
+        # The buckets where calls with a newly arrived attempt began, unless done already (once:
+        # they hold no new attempt themselves, so they send no one further back).
         earlier -= set(fine)
         for start, end in bucket_ranges(bucket for bucket in earlier if bucket >= max(fine_since, oldest)):
-            written += rollups_sql.recompute_fine(project_id=project_id, start=start, end=end)[0]
+            written += rollups_sql.recompute_fine(project_id=project_id, start=start, end=end, computed_at=now)[0]
         buckets += [bucket for bucket in earlier if bucket < fine_since]
     for start, end in hour_ranges(floor_time(bucket, 3600) for bucket in buckets):
         if end > oldest:
             written += rollups_recompute(project_id=project_id, start=max(start, oldest), end=end, fine_since=now - FINE_HORIZON)
     return written
+
+
+def _recompute_fine_range(project_id: int, start: dt.datetime, end: dt.datetime, now: dt.datetime) -> tuple[int, set[dt.datetime]]:
+    """rollups_sql.recompute_fine over [start, end), shared out by tool between RANGE_WORKERS
+    connections when the range holds more than PARALLEL_CALLS calls."""
+    from dashboard import rollups_sql  # it builds on this module
+
+    # Other connections see only what is committed: not inside an open transaction.
+    busy = not connection.in_atomic_block and _holds_more_than(project_id, start, end, PARALLEL_CALLS)
+    shares = _tool_shares(project_id, start, end) if busy else []
+    if len(shares) < 2:
+        return rollups_sql.recompute_fine(project_id=project_id, start=start, end=end, computed_at=now)
+
+    def one_share(tools: rollups_sql.ToolSet) -> tuple[int, set[dt.datetime]]:
+        try:
+            return rollups_sql.recompute_fine(project_id=project_id, start=start, end=end, tools=tools)
+        finally:
+            connections.close_all()  # this thread's connection
+
+    with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+        results = list(pool.map(one_share, shares))
+    with connection.cursor() as cursor:  # every tool's rows are in: the buckets are done
+        rollups_sql.record_buckets(cursor, project_id, start, end, now)
+    return sum(rows for rows, _ in results), set().union(*(earlier for _, earlier in results))
+
+
+def _holds_more_than(project_id: int, start: dt.datetime, end: dt.datetime, calls: int) -> bool:
+    in_range = ToolCall.objects.filter(project_id=project_id, start_time__gte=start, start_time__lt=end)
+    return in_range.values("pk")[: calls + 1].count() > calls
+
+
+def _tool_shares(project_id: int, start: dt.datetime, end: dt.datetime) -> list:
+    """RANGE_WORKERS sets of tools with about as many calls each, by the last hour's rollups
+    before the range: the last set takes every tool not in the others (new ones too)."""
+    from dashboard import rollups_sql
+
+    recent = (
+        ToolRollupTotal.objects.filter(project_id=project_id, resolution=ToolRollup.Resolution.FIVE_MINUTES,
+                                       bucket_start__gte=start - HOUR, bucket_start__lt=start)  # fmt: skip
+        .values("tool").annotate(calls=Sum("calls")).order_by("-calls", "tool")
+    )
+    loads = [[0, []] for _ in range(RANGE_WORKERS)]
+    for row in recent:  # the busiest first, each to the least loaded share
+        share = min(loads, key=lambda load: load[0])
+        share[0] += row["calls"]
+        share[1].append(row["tool"])
+    named = [tuple(tools) for _, tools in loads[:-1]]
+    if not all(named) or not loads[-1][1]:
+        return []  # too few tools known to share out
+    taken = tuple(tool for tools in named for tool in tools)
+    return [rollups_sql.ToolSet(tools) for tools in named] + [rollups_sql.ToolSet(taken, others=True)]
 
 
 def rollups_rebuild(*, project_id: int, start: dt.datetime, end: dt.datetime, now: dt.datetime | None = None,

@@ -2,22 +2,28 @@
 SQLite runs, and which the tests hold this one to), at a fraction of the cost.
 
 Linking (dashboard.attempts) only ever joins attempts of one tool in one trace, so an attempt
-alone in its (trace, tool) within the link window is a logical call of one attempt, and so is
-every attempt of a group whose call ids are distinct and where none is a marked or implicit
-retry of the one before. Those, most calls, are grouped in SQL where they lie. Only the other
-groups are loaded and linked in Python; their calls' part of the rows goes to temporary
-tables, and one INSERT … SELECT per resolution adds both and writes ToolRollup and the
-per-tool ToolRollupTotal (with its failures by fingerprint) together. Coarser rows (hours
-from 5-minute rows within the fine horizon, days from hours) are summed from finer ones."""
+alone in its (trace, tool) within the link window is a logical call of one attempt: most
+calls, grouped in SQL where they lie. The groups of several attempts are linked in SQL too,
+by window functions over the attempts in linking order, when their call ids each occur in
+one unbroken run (then every attempt joins the call before it or starts one); only groups
+where an id comes back after another are linked in Python. The linked calls' part of the
+rows goes to temporary tables, and one INSERT … SELECT per resolution adds both and writes
+ToolRollup and the per-tool ToolRollupTotal (with its failures by fingerprint) together.
+Coarser rows (hours from 5-minute rows within the fine horizon, days from hours) are summed
+from finer ones. Every statement can be limited to some tools (ToolSet), so that several
+connections can share a busy range."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+from dataclasses import dataclass
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from dashboard import histograms, rollups
-from dashboard.attempts import link_attempts
+from dashboard.attempts import PERMANENT_CLASSES, link_attempts
 from dashboard.models import ERROR_CLASSES
 from ingest.storage import copy_rows
 
@@ -29,6 +35,25 @@ _DIMENSIONS = "tool, service, environment, agent"
 _COUNTS = rollups.ROLLUP_COLUMNS[rollups._COUNTS]
 
 
+def _tools(alias: str = "") -> str:
+    """SQL keeping the rows of the tools in scope (%(tools)s, %(others)s: see ToolSet)."""
+    column = f"{alias}.tool" if alias else "tool"
+    return f"(%(tools)s::text[] IS NULL OR ({column} = ANY(%(tools)s::text[])) <> %(others)s)"
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    """Some of a project's tools, for one of several connections sharing a range: the ones
+    named, or with `others` every tool but those."""
+
+    names: tuple[str, ...]
+    others: bool = False
+
+
+def _scope(tools: ToolSet | None) -> dict:
+    return {"tools": list(tools.names) if tools else None, "others": bool(tools and tools.others)}
+
+
 def _bucket(column: str) -> str:
     return f"date_bin(%(step)s::interval, {column}, {EPOCH})"
 
@@ -38,7 +63,7 @@ _BIN = "CASE WHEN t.latency_ms <= 0.01 THEN 0 ELSE ceil(ln(t.latency_ms / 0.01::
 # dashboard.attempts: a failed call's class, with "" read as unknown.
 _CLASS = "coalesce(nullif(t.error_class, ''), 'unknown')"
 _SINGLE = (
-    "t.project_id = %(project)s AND t.start_time >= %(since)s AND t.start_time < %(end)s "
+    "t.start_time >= %(since)s AND t.start_time < %(end)s "
     "AND NOT EXISTS (SELECT 1 FROM tw_multi m WHERE m.trace_id = t.trace_id AND m.tool = t.tool)"
 )
 
@@ -49,60 +74,126 @@ _CLASS_COUNTS = ", ".join(
 _SUMS = ", ".join(f"sum({name})::int AS {name}" for name in _COUNTS)
 _KEY = f"bucket_start, {_DIMENSIONS}"
 
-# The (trace, tool) groups that need linking in Python. A group whose every attempt would
-# start a call of its own (its call ids distinct, and no attempt a marked, same-id or
-# implicit retry of the one before it: dashboard.attempts' rules, in its order) is as
-# good as single attempts, and stays in SQL.
+# The range's calls (of the tools in scope), read once: every later step reads this copy of
+# the columns it needs, not the day's partition again.
+_LINKED_COLUMNS = (*rollups.ATTEMPT_FIELDS, "received_at")
+_CREATE_RANGE = f"""
+CREATE TEMP TABLE tw_range ON COMMIT DROP AS
+SELECT {{columns}}, t.received_at, t.fingerprint, CASE WHEN t.ok THEN '' ELSE t.message END AS message
+FROM ingest_toolcall t
+WHERE t.project_id = %(project)s AND t.start_time >= %(start)s AND t.start_time < %(end)s AND {_tools('t')}
+"""
+# The range's traces, in the order of the (project, trace, span, start) index: looked up in
+# that order, neighbouring traces share the index pages (2-3 times faster than at random).
+_CREATE_TRACES = """
+CREATE TEMP TABLE tw_traces ON COMMIT DROP AS
+SELECT DISTINCT trace_id FROM tw_range ORDER BY trace_id
+"""
+# Their attempts in the link slack on either side: looked up trace by trace (each side a
+# range of the index) when there are few traces for the calls in the slack (a 5-minute range
+# under heavy traffic: the slack holds 24 times the range), else scanned (a day's range, or
+# late spans' hours beside quiet ones). LOOKUP_COST: a trace's look-up costs about as much
+# as scanning this many calls.
+LOOKUP_COST = 20
+_SLACK = (
+    "SELECT 1 FROM ingest_toolcall t WHERE t.project_id = %(project)s "
+    "AND (t.start_time >= %(lo)s AND t.start_time < %(start)s OR t.start_time >= %(end)s AND t.start_time < %(hi)s)"
+)
+_AROUND_SCANNED = f"""
+CREATE TEMP TABLE tw_around ON COMMIT DROP AS
+SELECT {{columns}}, t.received_at FROM ingest_toolcall t
+WHERE t.project_id = %(project)s AND {_tools("t")}
+  AND (t.start_time >= %(lo)s AND t.start_time < %(start)s OR t.start_time >= %(end)s AND t.start_time < %(hi)s)
+  AND t.trace_id IN (SELECT trace_id FROM tw_traces)
+"""
+_AROUND_LOOKED_UP = f"""
+CREATE TEMP TABLE tw_around ON COMMIT DROP AS
+SELECT t.* FROM tw_traces AS traces CROSS JOIN LATERAL (
+    SELECT {{columns}}, t.received_at FROM ingest_toolcall t
+    WHERE t.project_id = %(project)s AND t.trace_id = traces.trace_id AND t.start_time >= %(lo)s AND t.start_time < %(start)s
+      AND {_tools("t")}
+    UNION ALL
+    SELECT {{columns}}, t.received_at FROM ingest_toolcall t
+    WHERE t.project_id = %(project)s AND t.trace_id = traces.trace_id AND t.start_time >= %(end)s AND t.start_time < %(hi)s
+      AND {_tools("t")}
+) AS t
+"""
+# The (trace, tool) groups with several attempts in the link window (the rest are single
+# attempts: a call each, grouped where they lie).
 _CREATE_MULTI = """
 CREATE TEMP TABLE tw_multi ON COMMIT DROP AS
-WITH in_range AS MATERIALIZED (
-    SELECT trace_id, tool, span_id, start_time, call_id, attempt, resend_count, ok, arguments_hash
-    FROM ingest_toolcall WHERE project_id = %(project)s AND start_time >= %(start)s AND start_time < %(end)s
-), universe AS (
-    SELECT * FROM in_range
+SELECT trace_id, tool FROM (
+    SELECT trace_id, tool FROM tw_range
     UNION ALL
-    {around}
-), repeated AS (
-    SELECT trace_id, tool FROM universe GROUP BY trace_id, tool HAVING count(*) > 1
+    SELECT trace_id, tool FROM tw_around
+) AS u
+GROUP BY trace_id, tool HAVING count(*) > 1
+"""
+# Their attempts in dashboard.attempts' linking order, with what linking needs of the attempt
+# before. A group whose non-empty call ids each occur in one unbroken run links sequentially:
+# an attempt joins the call of the attempt before it (same id, or a marked or implicit
+# retry) or starts a new one, so its call is the running count of new calls. The other
+# groups (an id that comes back after another) are linked in Python.
+_CREATE_ATTEMPTS = f"""
+CREATE TEMP TABLE tw_attempts ON COMMIT DROP AS
+WITH universe AS (
+    SELECT {", ".join(f"t.{name}" for name in _LINKED_COLUMNS)} FROM tw_range t
+    WHERE EXISTS (SELECT 1 FROM tw_multi m WHERE m.trace_id = t.trace_id AND m.tool = t.tool)
+    UNION ALL
+    SELECT a.* FROM tw_around a WHERE EXISTS (SELECT 1 FROM tw_multi m WHERE m.trace_id = a.trace_id AND m.tool = a.tool)
 ), ordered AS (
-    SELECT u.trace_id, u.tool, u.call_id, u.attempt, u.resend_count, u.arguments_hash,
-           count(*) OVER (PARTITION BY u.trace_id, u.tool, u.call_id) AS same_id,
-           lag(u.ok) OVER linked AS before_ok, lag(u.arguments_hash) OVER linked AS before_arguments,
+    SELECT u.*, coalesce(u.attempt, 0) AS attempt_key, coalesce(u.resend_count, 0) AS resend_key,
+           u.span_id COLLATE "C" AS span_key, row_number() OVER linked AS position, lag(u.ok) OVER linked AS before_ok,
+           lag(u.error_class) OVER linked AS before_class, lag(u.arguments_hash) OVER linked AS before_arguments,
            lag(u.call_id) OVER linked AS before_id
-    FROM universe u JOIN repeated r ON r.trace_id = u.trace_id AND r.tool = u.tool
-    WINDOW linked AS (PARTITION BY u.trace_id, u.tool ORDER BY u.start_time, coalesce(u.attempt, 0),
-                      coalesce(u.resend_count, 0), u.span_id COLLATE "C")
+    FROM universe u
+    WINDOW linked AS (PARTITION BY trace_id COLLATE "C", tool COLLATE "C" ORDER BY start_time, coalesce(attempt, 0),
+                      coalesce(resend_count, 0), span_id COLLATE "C")
+), flagged AS (
+    SELECT o.*, o.call_id IS DISTINCT FROM o.before_id AS id_run_start,
+           o.position = 1 OR NOT (
+               (o.call_id <> '' AND o.call_id = o.before_id)
+               OR (NOT (coalesce(o.attempt = 1, false) OR coalesce(o.resend_count = 0, false))
+                   AND (coalesce(o.attempt, 0) > 1 OR coalesce(o.resend_count, 0) >= 1
+                        OR (NOT o.before_ok AND o.arguments_hash = o.before_arguments
+                            AND (o.arguments_hash <> '' OR o.before_id = '' OR o.call_id = ''))))
+           ) AS new_call
+    FROM ordered o
 )
-SELECT trace_id, tool FROM ordered GROUP BY trace_id, tool
-HAVING bool_or(
-    (call_id <> '' AND same_id > 1)
-    OR (NOT (attempt IS NOT DISTINCT FROM 1 OR resend_count IS NOT DISTINCT FROM 0)
-        AND (coalesce(attempt, 0) > 1 OR coalesce(resend_count, 0) >= 1
-             OR (before_ok = false AND arguments_hash = before_arguments
-                 AND (arguments_hash <> '' OR before_id = '' OR call_id = ''))))
-)
+SELECT f.*, sum(f.new_call::int) OVER linked AS call_no, coalesce(lead(f.new_call) OVER linked, true) AS call_ends
+FROM flagged f
+WINDOW linked AS (PARTITION BY trace_id COLLATE "C", tool COLLATE "C" ORDER BY start_time, attempt_key, resend_key, span_key
+                  ROWS UNBOUNDED PRECEDING)
 """
 
-# The same traces' attempts in the link slack on either side: scanned beside a long range
-# (the slack is little more), looked up trace by trace beside a short one (a 5-minute range
-# under heavy traffic: the slack would be 24 times the range).
-_AROUND_SCANNED = """SELECT trace_id, tool, span_id, start_time, call_id, attempt, resend_count, ok, arguments_hash
-    FROM ingest_toolcall
-    WHERE project_id = %(project)s
-      AND (start_time >= %(lo)s AND start_time < %(start)s OR start_time >= %(end)s AND start_time < %(hi)s)
-      AND trace_id IN (SELECT trace_id FROM in_range)"""
-_AROUND_LOOKED_UP = """SELECT t.trace_id, t.tool, t.span_id, t.start_time, t.call_id, t.attempt, t.resend_count, t.ok,
-           t.arguments_hash
-    FROM (SELECT DISTINCT trace_id FROM in_range) AS traces CROSS JOIN LATERAL (
-        SELECT * FROM ingest_toolcall t
-        WHERE t.project_id = %(project)s AND t.trace_id = traces.trace_id AND t.start_time >= %(lo)s
-          AND t.start_time < %(hi)s AND NOT (t.start_time >= %(start)s AND t.start_time < %(end)s)
-    ) AS t"""
+# The groups linked in Python: a non-empty call id in more than one run.
+_CREATE_PYTHON_GROUPS = """
+CREATE TEMP TABLE tw_python ON COMMIT DROP AS
+SELECT trace_id, tool FROM tw_attempts WHERE call_id <> ''
+GROUP BY trace_id, tool HAVING count(*) FILTER (WHERE id_run_start) > count(DISTINCT call_id)
+"""
+_PERMANENT = ", ".join(f"'{name}'" for name in sorted(PERMANENT_CLASSES))
+# The calls linked in SQL, one row each, as dashboard.attempts measures them: dimensions from
+# the first attempt, outcome and contract checks from the last.
+_CREATE_CALLS = f"""
+CREATE TEMP TABLE tw_calls ON COMMIT DROP AS
+SELECT trace_id, tool, call_no, min(start_time) AS first_start,
+       max(service) FILTER (WHERE new_call) AS service, max(environment) FILTER (WHERE new_call) AS environment,
+       max(agent) FILTER (WHERE new_call) AS agent, count(*)::int AS attempts,
+       count(*) FILTER (WHERE NOT new_call AND NOT ok)::int AS failed_retries,
+       count(*) FILTER (WHERE NOT new_call AND NOT before_ok AND before_class IN ({_PERMANENT}))::int AS wasted_retries,
+       count(*) FILTER (WHERE NOT new_call AND NOT before_ok AND before_class = 'validation'
+                        AND arguments_hash = before_arguments)::int AS blind_retries,
+       bool_or(ok) FILTER (WHERE call_ends) AS ok, max(error_class) FILTER (WHERE call_ends) AS error_class,
+       bool_or(escalated) AS escalated, (array_agg(contract) FILTER (WHERE call_ends))[1] AS contract
+FROM tw_attempts a
+WHERE NOT EXISTS (SELECT 1 FROM tw_python p WHERE p.trace_id = a.trace_id AND p.tool = a.tool)
+GROUP BY trace_id, tool, call_no
+"""
 
-
-# Python's part (the linked calls), as the single attempts' parts are grouped: counts per
-# bucket and dimensions (contract tallies as a passed and an applicable column per check),
-# and attempts per bucket, dimensions and latency bin.
+# The linked calls' part of the rows (SQL's and Python's), as the single attempts' parts are
+# grouped: counts per bucket and dimensions (contract tallies as a passed and an applicable
+# column per check), and attempts per bucket, dimensions and latency bin.
 _CHECK_COLUMNS = tuple(f"{kind}_{name}" for name in rollups.CONTRACT_NAMES for kind in ("passed", "applicable"))
 _EXTRA_COLUMNS = ("resolution", "bucket_start", "tool", "service", "environment", "agent", *_COUNTS, *_CHECK_COLUMNS)
 _BIN_COLUMNS = ("resolution", "bucket_start", "tool", "service", "environment", "agent", "bin", "n")
@@ -124,6 +215,48 @@ _CHECK_COUNTS = ", ".join(
 # Integer sums throughout: a sum of bigints is numeric, several times slower to add.
 _SUMMED = ", ".join(f"sum({name})::int AS {name}" for name in (*_COUNTS, *_CHECK_COLUMNS))
 
+# The SQL-linked calls' part of one resolution's rows, as tw_extra rows and their latency bins
+# (every attempt of a call counts in its call's bucket).
+
+
+def _call_key(alias: str) -> str:
+    return f"%(resolution)s, {_bucket(f'{alias}.first_start')}, {alias}.tool, {alias}.service, {alias}.environment, {alias}.agent"
+
+
+_INSERT_EXTRA = f"""
+INSERT INTO tw_extra ({", ".join(_EXTRA_COLUMNS)})
+SELECT {_call_key("t")}, count(*)::int, sum(t.attempts)::int, sum(t.attempts - 1)::int, sum(t.failed_retries)::int,
+       sum(t.wasted_retries)::int, sum(t.blind_retries)::int, count(*) FILTER (WHERE NOT t.ok)::int,
+       count(*) FILTER (WHERE t.ok)::int, count(*) FILTER (WHERE t.escalated)::int, {_CLASS_COUNTS}, {_CHECK_COUNTS}
+FROM tw_calls t WHERE t.first_start >= %(since)s AND t.first_start < %(end)s
+GROUP BY 2, 3, 4, 5, 6
+"""
+_INSERT_EXTRA_BINS = f"""
+INSERT INTO tw_extra_bins ({", ".join(_BIN_COLUMNS)})
+SELECT {_call_key("c")}, {_BIN}, count(*)::int
+FROM tw_calls c JOIN tw_attempts t USING (trace_id, tool, call_no)
+WHERE c.first_start >= %(since)s AND c.first_start < %(end)s
+GROUP BY 2, 3, 4, 5, 6, 7
+"""
+# The 5-minute buckets before the range where SQL-linked calls with an attempt in it began,
+# unless every such attempt was received early enough to be in the bucket's rows already.
+_EARLIER = f"""
+SELECT DISTINCT e.bucket FROM (
+    SELECT date_bin('300 seconds', c.first_start, {EPOCH}) AS bucket, a.received_at
+    FROM tw_calls c JOIN tw_attempts a USING (trace_id, tool, call_no)
+    WHERE c.first_start < %(start)s AND a.start_time >= %(start)s AND a.start_time < %(end)s
+) AS e
+LEFT JOIN dashboard_rolledupbucket r ON r.project_id = %(project)s AND r.bucket_start = e.bucket
+WHERE r.computed_at IS NULL OR e.received_at >= r.computed_at - %(margin)s::interval
+"""
+# The range's buckets were computed now, from the calls received before `computed_at`.
+_RECORD_BUCKETS = """
+INSERT INTO dashboard_rolledupbucket (project_id, bucket_start, computed_at)
+SELECT %(project)s, bucket, %(computed_at)s
+FROM generate_series(%(start)s::timestamptz, %(end)s::timestamptz - interval '5 minutes', interval '5 minutes') AS bucket
+ON CONFLICT (project_id, bucket_start) DO UPDATE SET computed_at = EXCLUDED.computed_at
+"""
+
 
 def _tallies(summed: bool) -> str:
     """{check: [passed, applicable]} of the checks that applied, as dashboard.rollups keeps them."""
@@ -143,7 +276,7 @@ _INSERT_ROWS = f"""
 WITH singles AS MATERIALIZED (
     SELECT {_bucket("t.start_time")} AS bucket_start, t.tool, t.service, t.environment, t.agent, {_BIN} AS bin,
            t.ok, {_CLASS} AS error_class, t.escalated, t.contract
-    FROM ingest_toolcall t WHERE {_SINGLE}
+    FROM tw_range t WHERE {_SINGLE}
 ), counts AS MATERIALIZED (
     SELECT {_KEY}, {_SUMMED} FROM (
         SELECT {_KEY}, count(*)::int AS calls, count(*)::int AS attempts, 0 AS retries, 0 AS failed_retries,
@@ -173,8 +306,8 @@ WITH singles AS MATERIALIZED (
                to_char(min(t.start_time) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"') AS f,
                to_char(max(t.start_time) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"') AS l,
                max(t.error_class COLLATE "C") AS c, left(max(t.message COLLATE "C"), %(message_chars)s) AS m
-        FROM ingest_toolcall t
-        WHERE t.project_id = %(project)s AND t.start_time >= %(since)s AND t.start_time < %(end)s AND NOT t.ok
+        FROM tw_range t
+        WHERE t.start_time >= %(since)s AND t.start_time < %(end)s AND NOT t.ok
           AND t.fingerprint <> ''
         GROUP BY 1, 2, 3
     ) AS prints
@@ -228,6 +361,7 @@ WITH dimensioned AS (
            {_merged("latency_hist", "counts")}, {_merged("contract", "tallies")}
     FROM dashboard_toolrollup
     WHERE project_id = %(project)s AND resolution = %(source)s AND bucket_start >= %(since)s AND bucket_start < %(end)s
+      AND {_tools()}
     GROUP BY 3, {_DIMENSIONS}
     RETURNING 1
 ), per_tool AS (
@@ -237,15 +371,16 @@ WITH dimensioned AS (
            {_merged("latency_hist", "counts")}, {_merged("contract", "tallies")}, {_merged("failures", "failures")}
     FROM dashboard_toolrolluptotal
     WHERE project_id = %(project)s AND resolution = %(source)s AND bucket_start >= %(since)s AND bucket_start < %(end)s
+      AND {_tools()}
     GROUP BY 3, tool
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM dimensioned), (SELECT count(*) FROM per_tool)
 """
 
-_DELETE = """
-DELETE FROM {table} WHERE project_id = %(project)s AND resolution = ANY(%(resolutions)s)
-AND bucket_start >= %(since)s AND bucket_start < %(end)s
+_DELETE = f"""
+DELETE FROM {{table}} WHERE project_id = %(project)s AND resolution = ANY(%(resolutions)s)
+AND bucket_start >= %(since)s AND bucket_start < %(end)s AND {_tools()}
 """
 FIVE_MINUTES = dt.timedelta(minutes=5)
 
@@ -254,53 +389,99 @@ def recompute(*, project_id: int, start: dt.datetime, end: dt.datetime, fine_sin
     """dashboard.rollups.rollups_recompute on PostgreSQL: [start, end) hour-aligned, `fine_since`
     hour-aligned or None. Returns the ToolRollup rows written."""
     with transaction.atomic(), connection.cursor() as cursor:
-        _link(cursor, project_id, start, end, fine_since)
-        _delete(cursor, project_id, [int(r) for r in rollups.RESOLUTIONS], start, end)
         # HOUR rows for every call; 5-minute rows from fine_since on (all of them without it).
-        written = _insert_rows(cursor, project_id, 3600, start, end)
         fine_start = start if fine_since is None else max(start, fine_since)
+        resolutions = [(3600, start)] + ([(300, fine_start)] if fine_start < end else [])
+        _link(cursor, project_id, start, end, resolutions, None)
+        _delete(cursor, project_id, [int(r) for r in rollups.RESOLUTIONS], start, end, None)
+        written = _insert_rows(cursor, project_id, 3600, start, end, None)
         if fine_start < end:
-            written += _insert_rows(cursor, project_id, 300, fine_start, end)
-        written += _sum_rows(cursor, project_id, 3600, 86400, start, end)
+            written += _insert_rows(cursor, project_id, 300, fine_start, end, None)
+        written += _sum_rows(cursor, project_id, 3600, 86400, start, end, None)
     return written
 
 
-def recompute_fine(*, project_id: int, start: dt.datetime, end: dt.datetime) -> tuple[int, set[dt.datetime]]:
+def recompute_fine(
+    *, project_id: int, start: dt.datetime, end: dt.datetime, computed_at: dt.datetime | None = None,
+    tools: ToolSet | None = None,
+) -> tuple[int, set[dt.datetime]]:
     """The 5-minute rows of [start, end) (5-minute aligned, within the fine horizon) afresh, then
     the HOUR rows of its hours as the sums of their 5-minute rows, and the DAY rows. Returns
     the ToolRollup rows written and the 5-minute buckets before `start` where calls with an
-    attempt in the range began (a late retry changes its call's bucket: recompute those too)."""
+    attempt in the range began, when that attempt may have arrived after the bucket was last
+    computed (a late retry changes its call's bucket: recompute those too). `computed_at`: the
+    refresh's clock when it began (now by default), recorded for the range's buckets, unless
+    only some `tools` are recomputed (the caller records them when all are done)."""
     with transaction.atomic(), connection.cursor() as cursor:
-        earlier = _link(cursor, project_id, start, end, None)
-        _delete(cursor, project_id, [300], start, end)
-        written = _insert_rows(cursor, project_id, 300, start, end)
-        written += _sum_rows(cursor, project_id, 300, 3600, start, end)
-        written += _sum_rows(cursor, project_id, 3600, 86400, start, end)
+        earlier = _link(cursor, project_id, start, end, [(300, start)], tools)
+        _delete(cursor, project_id, [300], start, end, tools)
+        written = _insert_rows(cursor, project_id, 300, start, end, tools)
+        written += _sum_rows(cursor, project_id, 300, 3600, start, end, tools)
+        written += _sum_rows(cursor, project_id, 3600, 86400, start, end, tools)
+        if tools is None:
+            record_buckets(cursor, project_id, start, end, computed_at or timezone.now())
     return written, earlier
 
 
-def _link(cursor, project_id: int, start: dt.datetime, end: dt.datetime, fine_since: dt.datetime | None) -> set[dt.datetime]:
-    """Temporary tables for the range: tw_multi (the (trace, tool) groups to link) and tw_extra /
-    tw_extra_bins (their calls' part of the rows). Returns the 5-minute buckets before `start`
-    where linked calls with an attempt in the range began."""
+def record_buckets(cursor, project_id: int, start: dt.datetime, end: dt.datetime, computed_at: dt.datetime) -> None:
+    """dashboard.models.RolledUpBucket: the buckets of [start, end) computed from what was received before computed_at."""
+    cursor.execute(_RECORD_BUCKETS, {"project": project_id, "start": start, "end": end, "computed_at": computed_at})
+
+
+def _link(cursor, project_id: int, start: dt.datetime, end: dt.datetime, resolutions: list[tuple[int, dt.datetime]],
+          tools: ToolSet | None) -> set[dt.datetime]:  # fmt: skip
+    """Temporary tables for the range (and the tools in scope): tw_multi (the (trace, tool)
+    groups with several attempts, kept out of the single attempts' grouping) and tw_extra /
+    tw_extra_bins (their calls' part of the rows of each (resolution, since) in
+    `resolutions`). Returns the 5-minute buckets before `start` where linked calls with an
+    attempt in the range began, as recompute_fine says."""
     lo, hi = start - rollups.LINK_SLACK, end + rollups.LINK_SLACK
     cursor.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
     # Inside an outer transaction (a test's, say) an earlier run's tables are still there.
-    cursor.execute("DROP TABLE IF EXISTS tw_multi, tw_extra, tw_extra_bins")
-    around = _AROUND_LOOKED_UP if end - start < rollups.LINK_SLACK else _AROUND_SCANNED
-    cursor.execute(
-        _CREATE_MULTI.replace("{around}", around), {"project": project_id, "start": start, "end": end, "lo": lo, "hi": hi}
-    )
-    cursor.execute("ANALYZE tw_multi")
+    cursor.execute("DROP TABLE IF EXISTS tw_range, tw_traces, tw_around, tw_multi, tw_attempts, tw_python, tw_calls, tw_extra, tw_extra_bins")
+    params = {"project": project_id, "start": start, "end": end, "lo": lo, "hi": hi, **_scope(tools)}
+    columns = rollups.attempt_columns("t")
+    # Each table analysed as soon as it is made: the next statement's plan depends on its size.
+    for table, statement in (("tw_range", _CREATE_RANGE), ("tw_traces", _CREATE_TRACES), ("tw_around", None),
+                             ("tw_multi", _CREATE_MULTI), ("tw_attempts", _CREATE_ATTEMPTS)):  # fmt: skip
+        statement = statement or _around(cursor, params)
+        cursor.execute(statement.replace("{columns}", columns), params)
+        cursor.execute(f"ANALYZE {table}")
+    cursor.execute(_CREATE_PYTHON_GROUPS)
+    cursor.execute(_CREATE_CALLS)
+    cursor.execute("ANALYZE tw_python, tw_calls")
     cursor.execute(_CREATE_EXTRA)
-    # Trace by trace through the trace index: a scan of the whole link window would read a
-    # busy hour's calls for a few linked groups.
+    for resolution, since in resolutions:
+        params = {"resolution": resolution, "step": f"{resolution} seconds", "since": since, "end": end}
+        cursor.execute(_INSERT_EXTRA, params)
+        cursor.execute(_INSERT_EXTRA_BINS, params)
+    margin = f"{rollups.RECEIVED_MARGIN.total_seconds()} seconds"
+    cursor.execute(_EARLIER, {"project": project_id, "start": start, "end": end, "margin": margin})
+    earlier = {row[0] for row in cursor.fetchall()}
+    earlier |= _link_in_python(cursor, start, end, resolutions)
+    cursor.execute("ANALYZE tw_extra, tw_extra_bins")
+    # The anti-join against tw_multi is estimated at a row or two, which invites nested loops
+    # over the grouped parts (quadratic); hash joins are right for the grouping.
+    cursor.execute("SET LOCAL enable_nestloop = off")
+    return earlier
+
+
+def _around(cursor, params: dict) -> str:
+    """_AROUND_LOOKED_UP or _AROUND_SCANNED, by the traces to look up and the planner's estimate of the slack's calls."""
+    cursor.execute("SELECT count(*) FROM tw_traces")
+    traces = cursor.fetchone()[0]
+    cursor.execute(f"EXPLAIN (FORMAT JSON) {_SLACK}", params)
+    plan = cursor.fetchone()[0]
+    slack_calls = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]["Plan Rows"]
+    return _AROUND_LOOKED_UP if traces * LOOKUP_COST < slack_calls else _AROUND_SCANNED
+
+
+def _link_in_python(cursor, start: dt.datetime, end: dt.datetime, resolutions: list[tuple[int, dt.datetime]]) -> set[dt.datetime]:
+    """The groups SQL does not link (tw_python), linked by dashboard.attempts and added to
+    tw_extra / tw_extra_bins; returns the earlier buckets as _link does."""
     cursor.execute(
-        f"SELECT {rollups.attempt_columns('t')} FROM (SELECT DISTINCT trace_id FROM tw_multi) AS linked CROSS JOIN LATERAL ("
-        "  SELECT * FROM ingest_toolcall t WHERE t.project_id = %s AND t.trace_id = linked.trace_id"
-        "  AND t.start_time >= %s AND t.start_time < %s"
-        ") AS t WHERE (t.trace_id, t.tool) IN (SELECT trace_id, tool FROM tw_multi)",
-        [project_id, lo, hi],
+        f"SELECT {', '.join(rollups.ATTEMPT_FIELDS)} FROM tw_attempts "
+        "WHERE (trace_id, tool) IN (SELECT trace_id, tool FROM tw_python)"
     )
     calls = link_attempts(rollups.attempts_from_rows(cursor.fetchall()))
     earlier = {
@@ -309,43 +490,42 @@ def _link(cursor, project_id: int, start: dt.datetime, end: dt.datetime, fine_si
         if call.first.start < start and any(start <= attempt.start < end for attempt in call.attempts)
     }
     counts, bins = [], []
-    in_range = (call for call in calls if start <= call.first.start < end)
-    for key, bucket in rollups.aggregate(in_range, fine_since=fine_since).items():
-        tallies = (count for name in rollups.CONTRACT_NAMES for count in bucket.contract.get(name, (0, 0)))
-        counts.append((*key, *rollups.count_values(bucket.totals), *tallies))
-        bins.extend((*key, int(index), n) for index, n in histograms.histogram(bucket.latencies).items())
+    for resolution, since in resolutions:
+        in_range = (call for call in calls if since <= call.first.start < end)
+        for key, bucket in rollups.aggregate(in_range, resolutions=(resolution,)).items():
+            tallies = (count for name in rollups.CONTRACT_NAMES for count in bucket.contract.get(name, (0, 0)))
+            counts.append((*key, *rollups.count_values(bucket.totals), *tallies))
+            bins.extend((*key, int(index), n) for index, n in histograms.histogram(bucket.latencies).items())
     copy_rows(cursor, "tw_extra", _EXTRA_COLUMNS, _EXTRA_TYPES, counts)
     copy_rows(cursor, "tw_extra_bins", _BIN_COLUMNS, _BIN_TYPES, bins)
-    cursor.execute("ANALYZE tw_extra, tw_extra_bins")
-    # The anti-join against tw_multi is estimated at a row or two, which invites nested loops
-    # over the grouped parts (quadratic); hash joins are right for the grouping.
-    cursor.execute("SET LOCAL enable_nestloop = off")
     return earlier
 
 
-def _delete(cursor, project_id: int, resolutions: list[int], start: dt.datetime, end: dt.datetime) -> None:
+def _delete(cursor, project_id: int, resolutions: list[int], start: dt.datetime, end: dt.datetime,
+            tools: ToolSet | None) -> None:  # fmt: skip
+    params = {"project": project_id, "resolutions": resolutions, "since": start, "end": end, **_scope(tools)}
     for table in ("dashboard_toolrollup", "dashboard_toolrolluptotal"):
-        cursor.execute(
-            _DELETE.format(table=table), {"project": project_id, "resolutions": resolutions, "since": start, "end": end}
-        )
+        cursor.execute(_DELETE.format(table=table), params)
 
 
-def _insert_rows(cursor, project_id: int, resolution: int, since: dt.datetime, end: dt.datetime) -> int:
+def _insert_rows(cursor, project_id: int, resolution: int, since: dt.datetime, end: dt.datetime,
+                 tools: ToolSet | None) -> int:  # fmt: skip
     params = {
         "project": project_id, "resolution": resolution, "step": f"{resolution} seconds", "since": since, "end": end,
-        "message_chars": rollups.FAILURE_MESSAGE_CHARS,
+        "message_chars": rollups.FAILURE_MESSAGE_CHARS, **_scope(tools),
     }  # fmt: skip
     cursor.execute(_INSERT_ROWS, params)
     return cursor.fetchone()[0]
 
 
-def _sum_rows(cursor, project_id: int, source: int, target: int, start: dt.datetime, end: dt.datetime) -> int:
+def _sum_rows(cursor, project_id: int, source: int, target: int, start: dt.datetime, end: dt.datetime,
+              tools: ToolSet | None) -> int:  # fmt: skip
     """Replace the `target` rows of the `target` buckets [start, end) touches with the sums of
     their `source` rows."""
     first = rollups.floor_time(start, target)
     last_end = rollups.floor_time(end - dt.timedelta(microseconds=1), target) + dt.timedelta(seconds=target)
-    _delete(cursor, project_id, [target], first, last_end)
+    _delete(cursor, project_id, [target], first, last_end, tools)
     params = {"project": project_id, "source": source, "target": target, "step": f"{target} seconds",
-              "since": first, "end": last_end}  # fmt: skip
+              "since": first, "end": last_end, **_scope(tools)}  # fmt: skip
     cursor.execute(_INSERT_SUMMED, params)
     return cursor.fetchone()[0]

@@ -394,3 +394,18 @@ def test_buckets_changed_long_after_they_ended_are_gathered_and_done_every_ten_m
     rollups_refresh(project_id=project.pk, now=NOW + dt.timedelta(minutes=20))
     assert not ChangedBucket.objects.filter(project=project).exists()
     assert ToolRollup.objects.filter(project=project, bucket_start__lt=NOW - dt.timedelta(hours=28)).exists()
+
+
+def test_changed_buckets_close_together_make_one_range_unless_a_busy_bucket_lies_between():
+    five = rollups.BUCKET
+    first = dt.datetime(2026, 11, 27, 10, 0, tzinfo=dt.UTC)
+    changed = [first, first + 2 * five, first + 10 * five]
+
+    assert rollups.bucket_ranges(changed) == [(first, first + five), (first + 2 * five, first + 3 * five),
+                                              (first + 10 * five, first + 11 * five)]  # fmt: skip
+    assert rollups.bucket_ranges(changed, gap=rollups.RANGE_GAP) == [
+        (first, first + 3 * five), (first + 10 * five, first + 11 * five)
+    ]  # fmt: skip
+    assert rollups.bucket_ranges(changed, gap=rollups.RANGE_GAP, busy=frozenset({first + five})) == [
+        (first, first + five), (first + 2 * five, first + 3 * five), (first + 10 * five, first + 11 * five)
+    ]  # fmt: skip

@@ -15,7 +15,7 @@ import random
 import pytest
 
 from dashboard import rollups, rollups_sql
-from dashboard.models import ToolRollup, ToolRollupTotal
+from dashboard.models import RolledUpBucket, ToolRollup, ToolRollupTotal
 from ingest.models import ChangedBucket, ToolCall
 from ingest.partitions import ensure_partitions
 from tests.factories import make_project
@@ -162,6 +162,33 @@ def test_a_late_retry_in_a_later_bucket_updates_its_calls_bucket():
     assert snapshot(project) == refreshed
 
 
+def test_a_retry_counted_when_its_calls_bucket_was_computed_does_not_send_it_back():
+    project = make_project()
+    rng = random.Random(9)
+    first_at = T0 + dt.timedelta(hours=2, minutes=4, seconds=50)  # near its bucket's end
+    received = first_at + dt.timedelta(seconds=20)  # both attempts, in one export
+    rows = [
+        _call(project, "d" * 32, 1, "refund", first_at, False, rng, call_id="r1", latency_ms=20.0, received_at=received),
+        _call(project, "d" * 32, 2, "refund", first_at + dt.timedelta(seconds=15), True, rng, call_id="r1",
+              latency_ms=20.0, received_at=received),  # in the next bucket
+    ]  # fmt: skip
+    ensure_partitions({first_at.date()})
+    ToolCall.objects.bulk_create(rows)
+    first_bucket, next_bucket = rollups.floor_time(first_at, 300), rollups.floor_time(rows[1].start_time, 300)
+    ChangedBucket.objects.create(project=project, bucket_start=first_bucket)
+    now = first_bucket + rollups.BUCKET + rollups.SETTLE  # the first bucket has just settled
+    rollups.rollups_refresh(project_id=project.pk, now=now)
+    counted = ToolRollupTotal.objects.get(project=project, resolution=300, bucket_start=first_bucket)
+    assert (counted.calls, counted.attempts, counted.retries) == (1, 2, 1)
+
+    ChangedBucket.objects.create(project=project, bucket_start=next_bucket)
+    rollups.rollups_refresh(project_id=project.pk, now=now + rollups.BUCKET)
+
+    # The next bucket's refresh left the first bucket's row alone: it had the retry already.
+    assert ToolRollupTotal.objects.filter(pk=counted.pk).exists()
+    assert not ToolRollupTotal.objects.filter(project=project, resolution=300, bucket_start=next_bucket).exists()
+
+
 @pytest.mark.parametrize("seed", [4, 5])
 def test_five_minute_recomputes_keep_the_rows_of_a_whole_recompute(seed):
     project = make_project()
@@ -190,3 +217,56 @@ def test_a_rebuild_on_two_connections_writes_the_rows_of_the_python_path():
 
     assert snapshot(project) == by_python
     assert written == ToolRollup.objects.filter(project=project).count()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_busy_range_shared_out_by_tool_between_connections_writes_the_rows_of_the_python_path(monkeypatch):
+    project = make_project()
+    random_history(project, 7)
+    rollups.recompute_in_python(project_id=project.pk, start=T0 - rollups.HOUR, end=T0 + dt.timedelta(hours=32), fine_since=None)
+    whole = snapshot(project)
+    monkeypatch.setattr(rollups, "PARALLEL_CALLS", 1)  # every range is busy
+    shares = []
+    recompute_fine = rollups_sql.recompute_fine
+
+    def watched(**arguments):
+        shares.append(arguments.get("tools"))
+        return recompute_fine(**arguments)
+
+    monkeypatch.setattr(rollups_sql, "recompute_fine", watched)
+    changed = [T0 + dt.timedelta(minutes=minutes) for minutes in (300, 305, 600, 1440)]
+    ChangedBucket.objects.bulk_create([ChangedBucket(project=project, bucket_start=bucket) for bucket in changed])
+
+    rollups.rollups_refresh(project_id=project.pk, now=T0 + dt.timedelta(hours=31), everything=True)
+
+    assert snapshot(project) == whole
+    named = [share for share in shares if share is not None]
+    assert named and {share.others for share in named} == {False, True}
+    assert all(tool in TOOLS for share in named for tool in share.names)
+    assert set(RolledUpBucket.objects.filter(project=project).values_list("bucket_start", flat=True)) >= set(changed)
+
+
+def test_a_busy_bucket_between_two_changed_ones_is_not_recomputed_with_them(monkeypatch):
+    project = make_project()
+    random_history(project, 8)
+    rollups.recompute_in_python(project_id=project.pk, start=T0 - rollups.HOUR, end=T0 + dt.timedelta(hours=32), fine_since=None)
+    whole = snapshot(project)
+    between = T0 + dt.timedelta(minutes=305)
+    assert ToolRollupTotal.objects.filter(project=project, resolution=300, bucket_start=between, calls__gt=0).exists()
+    monkeypatch.setattr(rollups, "OPEN_BUCKET_CALLS", 0)  # every bucket with a call counts as busy
+    ranges = []
+    recompute_fine = rollups_sql.recompute_fine
+
+    def watched(**arguments):
+        ranges.append((arguments["start"], arguments["end"]))
+        return recompute_fine(**arguments)
+
+    monkeypatch.setattr(rollups_sql, "recompute_fine", watched)
+    ChangedBucket.objects.bulk_create([ChangedBucket(project=project, bucket_start=between - rollups.BUCKET),
+                                       ChangedBucket(project=project, bucket_start=between + rollups.BUCKET)])  # fmt: skip
+
+    rollups.rollups_refresh(project_id=project.pk, now=T0 + dt.timedelta(hours=31), everything=True)
+
+    assert not any(start <= between < end for start, end in ranges)
+    assert (between - rollups.BUCKET, between) in ranges
+    assert snapshot(project) == whole
