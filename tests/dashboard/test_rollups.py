@@ -379,6 +379,24 @@ def test_a_busy_bucket_is_rolled_up_once_it_has_settled_and_a_quiet_one_at_once(
     assert not ChangedBucket.objects.filter(project=project).exists()
 
 
+def test_the_filling_bucket_after_a_busy_one_waits_without_its_calls_being_counted(demo, monkeypatch):
+    project = make_project()
+    ingest(project, demo)
+    newest = max(ChangedBucket.objects.filter(project=project).values_list("bucket_start", flat=True))
+    rollups_refresh(project_id=project.pk, now=newest + rollups.BUCKET + rollups.SETTLE, everything=True)
+    busy_calls = ToolRollupTotal.objects.filter(project=project, resolution=300, bucket_start=newest)
+    monkeypatch.setattr(rollups, "OPEN_BUCKET_CALLS", sum(row.calls for row in busy_calls) - 1)  # it was busy
+    following = newest + rollups.BUCKET
+    ChangedBucket.objects.create(project=project, bucket_start=following)
+    counted = []
+    monkeypatch.setattr(rollups, "_small", lambda project_id, bucket: counted.append(bucket) or True)
+
+    rollups_refresh(project_id=project.pk, now=following + dt.timedelta(minutes=2))  # still filling
+
+    assert counted == []
+    assert list(ChangedBucket.objects.filter(project=project).values_list("bucket_start", flat=True)) == [following]
+
+
 def test_buckets_changed_long_after_they_ended_are_gathered_and_done_every_ten_minutes(demo):
     project = make_project()
     ingest(project, demo)
