@@ -34,7 +34,6 @@ day partitions created (ingest.partitions.ensure_partitions).
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ from dataclasses import dataclass
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from bench.ingest import connect, run_workers
+from bench.ingest import connect, run_on_connections
 
 ANCHOR = dt.date(2025, 1, 1)  # the seed day is made here, then shifted
 SPAN_STAGE = "bench_fleet_span"
@@ -267,35 +266,23 @@ def replicate(url: str, *, shifts: Sequence[dt.timedelta], workers: int = 2, spa
     statements = {"ingest_toolcall": _copy_sql(CALL_STAGE, "ingest_toolcall", TOOLCALL_COLUMNS)}
     if spans:
         statements["ingest_span"] = _copy_sql(SPAN_STAGE, "ingest_span", SPAN_COLUMNS)
-    todo = list(range(len(shifts)))
-    lock = threading.Lock()
     written = dict.fromkeys(statements, 0)
     done = 0
-    errors: list[BaseException] = []
 
-    def worker() -> None:
+    def copy(conn, k: int) -> dict[str, int]:
+        shift_ns = shifts[k] // dt.timedelta(microseconds=1) * 1000
+        params = {"prefix": f"{k:08x}", "shift": shifts[k], "shift_ns": shift_ns}
+        return {table: conn.execute(statement, params).rowcount for table, statement in statements.items()}
+
+    def copied(_k: int, counts: dict[str, int]) -> None:
         nonlocal done
-        try:
-            with _connect(url) as conn:
-                while True:
-                    with lock:
-                        if not todo or errors:
-                            return
-                        k = todo.pop(0)
-                    shift_ns = shifts[k] // dt.timedelta(microseconds=1) * 1000
-                    params = {"prefix": f"{k:08x}", "shift": shifts[k], "shift_ns": shift_ns}
-                    counts = {table: conn.execute(statement, params).rowcount for table, statement in statements.items()}
-                    with lock:
-                        for table, count in counts.items():
-                            written[table] += count
-                        done += 1
-                        if on_copy is not None:
-                            on_copy(done)
-        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
-            with lock:
-                errors.append(exc)
+        for table, count in counts.items():
+            written[table] += count
+        done += 1
+        if on_copy is not None:
+            on_copy(done)
 
-    run_workers(worker, workers, errors)
+    run_on_connections(lambda: _connect(url), range(len(shifts)), workers, copy, copied)
     return written.get("ingest_span", 0), written["ingest_toolcall"]
 
 

@@ -112,8 +112,30 @@ def connect(url: str, **settings: str):
     return conn
 
 
-def run_workers(worker, workers: int, errors: list) -> None:
-    """Run `worker` in `workers` threads and wait; re-raise the first error they recorded."""
+def run_on_connections(open_connection, items, workers: int, task, on_done=None) -> None:
+    """task(conn, item) for every item, `workers` threads at a time, each on its own connection
+    from open_connection(); on_done(item, result) runs under a lock as each finishes. The
+    first error stops the others from taking more items and is raised here."""
+    todo = list(items)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            with open_connection() as conn:
+                while True:
+                    with lock:
+                        if not todo or errors:
+                            return
+                        item = todo.pop(0)
+                    result = task(conn, item)
+                    if on_done is not None:
+                        with lock:
+                            on_done(item, result)
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+            with lock:
+                errors.append(exc)
+
     threads = [threading.Thread(target=worker) for _ in range(max(1, workers))]
     for thread in threads:
         thread.start()

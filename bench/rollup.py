@@ -77,7 +77,6 @@ import pstats
 import resource
 import statistics
 import sys
-import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -87,7 +86,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 # The bench databases are made the same way for every benchmark (bench/pages.py imports them from here).
-from bench.ingest import _admin_url, connect, django_setup, recreate_database, run_workers  # noqa: E402,F401
+from bench.ingest import _admin_url, connect, django_setup, recreate_database, run_on_connections  # noqa: E402,F401
 
 TARGET_FULL_S = 120.0  # for 10 M calls
 TARGET_FULL_CALLS = 10_000_000
@@ -337,38 +336,26 @@ def generate_history(url: str, project_id: int, first_day: dt.date, days: int, r
     """The generated days, `workers` connections at a time; returns seconds."""
     statement = generation_sql(tools, _WINDOW_START, mark_changed_buckets=False)
     per_day = [rows_total // days + (1 if i < rows_total % days else 0) for i in range(days)]
-    todo = list(range(days))
-    lock = threading.Lock()
     done: list[int] = []
-    errors: list[BaseException] = []
     start = time.perf_counter()
 
-    def worker() -> None:
-        try:
-            with _connect(url) as conn:
-                while True:
-                    with lock:
-                        if not todo or errors:
-                            return
-                        index = todo.pop(0)
-                    day = first_day + dt.timedelta(days=index)
-                    day_start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
-                    _setseed(conn, seed, index)
-                    # A minute of margin: a trace's last attempt stays inside its day partition.
-                    params = call_params(rows=per_day[index], project_id=project_id, ns=f"h{seed}:{day:%Y%m%d}",
-                                         seed=seed, window_start=day_start, window_seconds=86_400 - 60)  # fmt: skip
-                    conn.execute(statement, params)
-                    with lock:
-                        done.append(index)
-                        if len(done) % max(1, days // 5) == 0 or len(done) == days:
-                            elapsed = time.perf_counter() - start
-                            rows = sum(per_day[i] for i in done)
-                            log(f"  {len(done)}/{days} days, {_fmt(rows)} rows, {elapsed:.0f} s ({_fmt(rows / elapsed)} rows/s)")
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller
-            with lock:
-                errors.append(exc)
+    def generate(conn, index: int) -> None:
+        day = first_day + dt.timedelta(days=index)
+        day_start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+        _setseed(conn, seed, index)
+        # A minute of margin: a trace's last attempt stays inside its day partition.
+        params = call_params(rows=per_day[index], project_id=project_id, ns=f"h{seed}:{day:%Y%m%d}",
+                             seed=seed, window_start=day_start, window_seconds=86_400 - 60)  # fmt: skip
+        conn.execute(statement, params)
 
-    run_workers(worker, workers, errors)
+    def generated(index: int, _result) -> None:
+        done.append(index)
+        if len(done) % max(1, days // 5) == 0 or len(done) == days:
+            elapsed = time.perf_counter() - start
+            rows = sum(per_day[i] for i in done)
+            log(f"  {len(done)}/{days} days, {_fmt(rows)} rows, {elapsed:.0f} s ({_fmt(rows / elapsed)} rows/s)")
+
+    run_on_connections(lambda: _connect(url), range(days), workers, generate, generated)
     return time.perf_counter() - start
 
 

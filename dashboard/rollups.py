@@ -460,7 +460,7 @@ def _busy_buckets(project_id: int, start: dt.datetime, end: dt.datetime) -> froz
 def _claim_changed_buckets(project_id: int, now: dt.datetime, everything: bool) -> list[dt.datetime]:
     """Take the queued buckets that are due (see SETTLE and LATE_AFTER), or all of them."""
     queued = ChangedBucket.objects.filter(project_id=project_id).values_list("pk", "bucket_start")
-    recent_busy = _busy_buckets(project_id, floor_time(now, 300) - 4 * BUCKET, now)
+    recent_busy = frozenset() if everything else _busy_buckets(project_id, floor_time(now, 300) - 4 * BUCKET, now)
     taken = {
         pk: start
         for pk, start in ((pk, _aware(start)) for pk, start in queued)
@@ -482,8 +482,7 @@ def _due(project_id: int, bucket: dt.datetime, now: dt.datetime, recent_busy: fr
 
 
 def _small(project_id: int, bucket: dt.datetime) -> bool:
-    calls = ToolCall.objects.filter(project_id=project_id, start_time__gte=bucket, start_time__lt=bucket + BUCKET)
-    return calls.values("pk")[:OPEN_BUCKET_CALLS + 1].count() <= OPEN_BUCKET_CALLS
+    return not _holds_more_than(project_id, bucket, bucket + BUCKET, OPEN_BUCKET_CALLS)
 
 
 def _aware(value) -> dt.datetime:

@@ -413,7 +413,7 @@ def recompute_fine(
     refresh's clock when it began (now by default), recorded for the range's buckets, unless
     only some `tools` are recomputed (the caller records them when all are done)."""
     with transaction.atomic(), connection.cursor() as cursor:
-        earlier = _link(cursor, project_id, start, end, [(300, start)], tools)
+        earlier = _link(cursor, project_id, start, end, [(300, start)], tools) | _earlier(cursor, project_id, start, end)
         _delete(cursor, project_id, [300], start, end, tools)
         written = _insert_rows(cursor, project_id, 300, start, end, tools)
         written += _sum_rows(cursor, project_id, 300, 3600, start, end, tools)
@@ -433,8 +433,8 @@ def _link(cursor, project_id: int, start: dt.datetime, end: dt.datetime, resolut
     """Temporary tables for the range (and the tools in scope): tw_multi (the (trace, tool)
     groups with several attempts, kept out of the single attempts' grouping) and tw_extra /
     tw_extra_bins (their calls' part of the rows of each (resolution, since) in
-    `resolutions`). Returns the 5-minute buckets before `start` where linked calls with an
-    attempt in the range began, as recompute_fine says."""
+    `resolutions`). Returns the 5-minute buckets before `start` where calls linked in Python
+    with an attempt in the range began (all of them: few calls are linked there)."""
     lo, hi = start - rollups.LINK_SLACK, end + rollups.LINK_SLACK
     cursor.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
     # Inside an outer transaction (a test's, say) an earlier run's tables are still there.
@@ -455,15 +455,19 @@ def _link(cursor, project_id: int, start: dt.datetime, end: dt.datetime, resolut
         params = {"resolution": resolution, "step": f"{resolution} seconds", "since": since, "end": end}
         cursor.execute(_INSERT_EXTRA, params)
         cursor.execute(_INSERT_EXTRA_BINS, params)
-    margin = f"{rollups.RECEIVED_MARGIN.total_seconds()} seconds"
-    cursor.execute(_EARLIER, {"project": project_id, "start": start, "end": end, "margin": margin})
-    earlier = {row[0] for row in cursor.fetchall()}
-    earlier |= _link_in_python(cursor, start, end, resolutions)
+    earlier = _link_in_python(cursor, start, end, resolutions)
     cursor.execute("ANALYZE tw_extra, tw_extra_bins")
     # The anti-join against tw_multi is estimated at a row or two, which invites nested loops
     # over the grouped parts (quadratic); hash joins are right for the grouping.
     cursor.execute("SET LOCAL enable_nestloop = off")
     return earlier
+
+
+def _earlier(cursor, project_id: int, start: dt.datetime, end: dt.datetime) -> set[dt.datetime]:
+    """The buckets before `start` where calls linked in SQL with an attempt in the range began, as recompute_fine says."""
+    margin = f"{rollups.RECEIVED_MARGIN.total_seconds()} seconds"
+    cursor.execute(_EARLIER, {"project": project_id, "start": start, "end": end, "margin": margin})
+    return {row[0] for row in cursor.fetchall()}
 
 
 def _around(cursor, params: dict) -> str:
@@ -478,7 +482,7 @@ def _around(cursor, params: dict) -> str:
 
 def _link_in_python(cursor, start: dt.datetime, end: dt.datetime, resolutions: list[tuple[int, dt.datetime]]) -> set[dt.datetime]:
     """The groups SQL does not link (tw_python), linked by dashboard.attempts and added to
-    tw_extra / tw_extra_bins; returns the earlier buckets as _link does."""
+    tw_extra / tw_extra_bins; returns the earlier buckets as _link says."""
     cursor.execute(
         f"SELECT {', '.join(rollups.ATTEMPT_FIELDS)} FROM tw_attempts "
         "WHERE (trace_id, tool) IN (SELECT trace_id, tool FROM tw_python)"
