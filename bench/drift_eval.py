@@ -7,7 +7,7 @@ precision, false alerts per 100 tool-months, resolution.
 About 5 minutes on 2 idle cores with the defaults (--cadence 60: about a minute and a
 half). A benchmark that prints figures, not a test.
 
-Every scenario of `dashboard.scenarios` is generated --runs times (seeds --seed,
+Every scenario of `demo.scenarios` is generated --runs times (seeds --seed,
 --seed + 1, ...). Each tool's series is evaluated as the scheduled job would: `detect`
 every --cadence minutes (15, the default: the job at :03, :18, :33 and :48, judging
 windows that end at the last quarter hour, summed from sub-hour buckets; 60: hourly on
@@ -59,7 +59,7 @@ if str(ROOT) not in sys.path:
 from datetime import timedelta  # noqa: E402
 
 from dashboard.drift import HOUR, HourlySeries, Thresholds, replay  # noqa: E402
-from dashboard.scenarios import (  # noqa: E402
+from demo.scenarios import (  # noqa: E402
     CHANGE_SCENARIOS,
     EVALUATION_LAG,
     QUIET_SCENARIOS,

@@ -7,8 +7,8 @@ the decode make under 2,000 tool calls a second here), so one day of its traffic
 once and copied. Every day of the history is then the same traffic: fine for timing
 rollups and pages, no use for drift detection (bench/drift_eval.py has its own scenarios).
 
-1. Seed day (`seed_block`): ingest.simulate's Simulator (the demo fleet: 23 tools, every
-   kind of evidence of SPEC 4, explicit and implicit retries, escalations; no drift) makes
+1. Seed day (`seed_block`): demo.simulate's Simulator (the demo fleet: 23 tools, every
+   kind of evidence of docs/contract/error-classes.md, explicit and implicit retries, escalations; no drift) makes
    one day of sessions in backfill mode (every session that starts and ends within the
    day) on the fixed day ANCHOR, so the block is the same whatever the date of the run, at
    the rate that gives about calls / days tool-call rows. `backfill` hands them, about
@@ -46,7 +46,7 @@ from bench.ingest import connect, run_on_connections
 ANCHOR = dt.date(2025, 1, 1)  # the seed day is made here, then shifted
 SPAN_STAGE = "bench_fleet_span"
 CALL_STAGE = "bench_fleet_toolcall"
-BATCH_SPANS = 5_000  # spans per encoded request, as ingest.simulate.send batches them
+BATCH_SPANS = 5_000  # spans per encoded request, as demo.simulate.send batches them
 CALIBRATION_CALLS = 5_000
 DAY = dt.timedelta(days=1)
 
@@ -85,7 +85,7 @@ def request_rows(request, project_id: int, received_at: dt.datetime, escalation_
     """(span_rows, toolcall_rows) of a decoded request, built as spans_ingest builds them; its
     resources are stored in ingest_resource (the rows refer to them).
 
-    The agents of tool calls are resolved within the request: `ingest.simulate.send` never
+    The agents of tool calls are resolved within the request: `demo.simulate.send` never
     splits a session, so every ancestor is there (spans_ingest settles the same way, plus
     ancestors stored by earlier requests)."""
     from ingest import linking, normalize, otlp, storage
@@ -155,7 +155,7 @@ class RowExporter(SpanExporter):
 
 def attempts_per_call(seed: int) -> float:
     """Tool-call rows per logical call of the fleet (retries and repairs add rows), from a sample."""
-    from ingest.simulate import Simulator
+    from demo.simulate import Simulator
 
     sim = Simulator(seed=seed, rate=CALIBRATION_CALLS, daily_cycle=0.0)
     start = dt.datetime.combine(ANCHOR, dt.time(), tzinfo=dt.UTC)
@@ -202,7 +202,7 @@ def seed_block(*, project_id: int, start: dt.datetime, end: dt.datetime, rate: f
     daily cycle stays on). Deterministic for (seed, start, end, rate)."""
     from django.db import connection
 
-    from ingest.simulate import Simulator, backfill
+    from demo.simulate import Simulator, backfill
 
     wall, cpu = time.perf_counter(), time.process_time()
     _stage_tables()

@@ -11,7 +11,7 @@ A benchmark that prints figures, not a test. Phases:
 1. Setup: drop and recreate the bench database, migrate it, create a project and an API key.
 2. Traffic (bench/traffic.py): by default the module's own synthetic requests (~30 % of
    tool spans failing, as the target specifies); with --source simulate a cycle of requests
-   from the demo fleet (ingest.simulate: 23 tools, every kind of evidence, encoded by the
+   from the demo fleet (demo.simulate: 23 tools, every kind of evidence, encoded by the
    official SDK encoder, ~7 % failing). Either way
    realistic OTLP/protobuf requests of 512 spans (GenAI agent traces, about half tool spans;
    the fleet fails ~7 % of its tool calls, the templates ~30 %), every request with unique
@@ -755,7 +755,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--source", choices=("templates", "simulate"), default="templates",
         help="templates (default): bench/traffic.py's synthetic traces, ~30%% of tool spans failing as the "
-        "target specifies; simulate: the demo fleet's traffic (ingest.simulate, the official encoder, ~7%% failing)",
+        "target specifies; simulate: the demo fleet's traffic (demo.simulate, the official encoder, ~7%% failing)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--decode-seconds", type=float, default=4, help="minimum time of the decode ceiling (default 4)")

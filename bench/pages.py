@@ -17,7 +17,7 @@ A benchmark that prints figures, not a test. Phases:
    `invoke_agent` root span per trace and an `execute_tool` span per tool call, with the
    attributes, resource and exception event ingest would store. With --source fleet, the
    calls and spans come from the demo fleet instead (bench/fleet_load.py): one day of
-   ingest.simulate's traces (agent, sub-agent, chat and tool spans of 23 tools, every kind
+   demo.simulate's traces (agent, sub-agent, chat and tool spans of 23 tools, every kind
    of evidence, ~9 % of attempts failing, no drift), encoded by the official encoder,
    decoded and normalised by ingest's own code, then copied to each day in SQL (new trace
    ids, times shifted by whole days): about --calls calls, --tools unused. Then the
@@ -142,7 +142,8 @@ def recompute_rollups(url: str, project_id: int, first_day: dt.date, days: int) 
     """All rollups from scratch, a day at a time, then VACUUM ANALYZE; returns ToolRollup rows."""
     from django.db import connection
 
-    from dashboard.rollups import FINE_HORIZON, rollups_recompute
+    from dashboard.rollups.refresh import rollups_recompute
+    from dashboard.rollups.rows import FINE_HORIZON
 
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE dashboard_toolrollup, dashboard_toolrolluptotal")
@@ -303,7 +304,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--source", choices=("sql", "fleet"), default="sql",
         help="sql (default): tool calls generated in SQL (~30%% failing) and spans derived from them; fleet: the "
-        "demo fleet's traces (ingest.simulate, ~9%% of attempts failing), one day decoded by ingest and copied "
+        "demo fleet's traces (demo.simulate, ~9%% of attempts failing), one day decoded by ingest and copied "
         "to each day (bench/fleet_load.py)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=1)

@@ -27,7 +27,7 @@ A benchmark that prints figures, not a test. Phases:
    (transient, validation, permission, not_found, business, user_input, fatal, unknown) and
    the contract checks of a failure; latencies log-normal around a per-tool median (20 ms
    to 0.5 s, capped at 30 s). With --source fleet the calls come from the demo fleet
-   instead (bench/fleet_load.py): one day of ingest.simulate's traffic (23 tools, 7
+   instead (bench/fleet_load.py): one day of demo.simulate's traffic (23 tools, 7
    deployments, every kind of evidence, ~9 % of attempts failing, no drift) encoded by the
    official encoder, decoded and normalised by ingest's own code, then copied to each of
    the --days days in SQL (new trace ids, times shifted by whole days): about --calls rows
@@ -35,7 +35,7 @@ A benchmark that prints figures, not a test. Phases:
    the SQL generator. Then VACUUM ANALYZE, as autovacuum would have done to settled day
    partitions. --reuse keeps an existing bench database whose data was generated with the
    same --source/--calls/--days/--tools/--seed.
-2. Full recompute: the rollups table emptied, then `dashboard.rollups.rollups_rebuild` (what
+2. Full recompute: the rollups table emptied, then `dashboard.rollups.refresh.rollups_rebuild` (what
    `manage.py rebuild_rollups` runs) over the whole range: a day at a time, --rebuild-workers
    days at once on their own connections. Timed as a whole; with --rebuild-workers 1, where
    the time goes is measured per kind of SQL statement (a Django execute wrapper), the rest
@@ -436,7 +436,7 @@ class PhaseTimer:
     """Where a recompute's time goes: the SQL statements by kind (a Django execute wrapper) and,
     as the rest, the Python linking of the calls with several attempts (with the COPY of their
     rows to temporary tables). Counts the attempts linked in Python by wrapping
-    dashboard.rollups.attempts_from_rows, which both paths look up at call time."""
+    dashboard.rollups.rows.attempts_from_rows, which the SQL path looks up at call time."""
 
     KINDS = (
         ("CREATE TEMP TABLE tw_range", "SQL: copy the range's calls"),
@@ -463,24 +463,24 @@ class PhaseTimer:
     def install(self) -> None:
         from django.db import connection
 
-        from dashboard import rollups
+        from dashboard.rollups import rows
 
-        self._original = rollups.attempts_from_rows
+        self._original = rows.attempts_from_rows
 
         def counted(rows):
             attempts = self._original(rows)
             self.attempts_loaded += len(attempts)
             return attempts
 
-        rollups.attempts_from_rows = counted
+        rows.attempts_from_rows = counted
         connection.execute_wrappers.append(self._time_statement)
 
     def uninstall(self) -> None:
         from django.db import connection
 
-        from dashboard import rollups
+        from dashboard.rollups import rows
 
-        rollups.attempts_from_rows = self._original
+        rows.attempts_from_rows = self._original
         connection.execute_wrappers.remove(self._time_statement)
 
     def _time_statement(self, execute, sql, params, many, context):
@@ -510,7 +510,7 @@ class PhaseTimer:
 def full_recompute(project_id: int, start: dt.datetime, end: dt.datetime, workers: int, timer: PhaseTimer) -> dict:
     from django.db import connection
 
-    from dashboard.rollups import rollups_rebuild
+    from dashboard.rollups.refresh import rollups_rebuild
 
     with connection.cursor() as cursor:  # a rebuild from nothing, run after run (one project in this database)
         cursor.execute("TRUNCATE dashboard_toolrollup, dashboard_toolrolluptotal")
@@ -523,7 +523,7 @@ def full_recompute(project_id: int, start: dt.datetime, end: dt.datetime, worker
 
 
 def profile_chunk(project_id: int, start: dt.datetime, end: dt.datetime, top: int = 25) -> str:
-    from dashboard.rollups import rollups_recompute
+    from dashboard.rollups.refresh import rollups_recompute
 
     profiler = cProfile.Profile()
     t = time.perf_counter()
@@ -534,13 +534,13 @@ def profile_chunk(project_id: int, start: dt.datetime, end: dt.datetime, top: in
     total = max(v[3] for v in stats.stats.values())
     phases = []
     wanted = {
-        ("rollups_sql.py", "_link"): "_link (SQL: groups to link; Python: link them, COPY)",
-        ("rollups.py", "attempts_from_rows"): "  of which Attempt objects",
+        ("sql.py", "_link"): "_link (SQL: groups to link; Python: link them, COPY)",
+        ("rows.py", "attempts_from_rows"): "  of which Attempt objects",
         ("attempts.py", "link_attempts"): "  of which link_attempts",
-        ("rollups.py", "aggregate"): "  of which aggregate",
-        ("rollups_sql.py", "_insert_rows"): "_insert_rows (SQL: group and write)",
-        ("rollups_sql.py", "_sum_rows"): "_sum_rows (SQL: day rows)",
-        ("rollups_sql.py", "_delete"): "_delete",
+        ("rows.py", "aggregate"): "  of which aggregate",
+        ("sql.py", "_insert_rows"): "_insert_rows (SQL: group and write)",
+        ("sql.py", "_sum_rows"): "_sum_rows (SQL: day rows)",
+        ("sql.py", "_delete"): "_delete",
     }
     for (suffix, name), label in wanted.items():
         for (filename, _, func), (_, _, _, cumulative, _) in stats.stats.items():
@@ -557,13 +557,14 @@ def profile_chunk(project_id: int, start: dt.datetime, end: dt.datetime, top: in
 
 def first_wave_minute() -> int:
     """The first simulated minute whose refresh (at 5 s past it) finds the hour's first bucket settled."""
-    from dashboard.rollups import BUCKET, SETTLE
+    from dashboard.rollups.refresh import SETTLE
+    from dashboard.rollups.rows import BUCKET
 
     return math.ceil(((BUCKET + SETTLE).total_seconds() - REFRESH_OFFSET_S) / 60)
 
 
 def incremental(args, url: str, project_id: int, hour: dt.datetime, timer: PhaseTimer) -> dict:
-    from dashboard.rollups import rollups_refresh
+    from dashboard.rollups.refresh import rollups_refresh
     from ingest.partitions import ensure_partitions
 
     ensure_partitions([hour.date(), (hour + HOUR).date()])
@@ -601,7 +602,7 @@ def incremental(args, url: str, project_id: int, hour: dt.datetime, timer: Phase
         t = time.perf_counter()
         deleted = delete_live_rows(conn, project_id, hour + HOUR, args.late_hours)
     from dashboard.models import ToolRollup, ToolRollupTotal
-    from dashboard.rollups import rollups_recompute
+    from dashboard.rollups.refresh import rollups_recompute
 
     for model in (ToolRollup, ToolRollupTotal):
         model.objects.filter(project_id=project_id, bucket_start__gte=hour).delete()
@@ -626,7 +627,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--source", choices=("sql", "fleet"), default="sql",
         help="sql (default): the tool calls generated in SQL (~30%% failing); fleet: the demo fleet's traffic "
-        "(ingest.simulate, ~9%% of attempts failing), one day decoded by ingest and copied to each day (bench/fleet_load.py)",
+        "(demo.simulate, ~9%% of attempts failing), one day decoded by ingest and copied to each day (bench/fleet_load.py)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2, help="connections generating days at once (default 2)")

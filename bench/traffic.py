@@ -561,7 +561,7 @@ def build_cycle(
 
 
 def simulator_cycle(templates: int = 16, *, spans_per_request: int = SPANS_PER_REQUEST, seed: int = 7) -> list[Template]:
-    """The same kind of cycle, made from the demo fleet's traffic (ingest.simulate: 23 tools,
+    """The same kind of cycle, made from the demo fleet's traffic (demo.simulate: 23 tools,
     every kind of evidence, the official SDK's encoder) instead of this module's templates.
 
     Each trace id keeps its first 8 bytes and gets MARKER as its last 8, so copies work the
@@ -571,10 +571,10 @@ def simulator_cycle(templates: int = 16, *, spans_per_request: int = SPANS_PER_R
     classifier counts the tool spans)."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+    from demo.simulate.modes import encoded_requests
     from ingest import otlp
     from ingest.limits import DEFAULT_LIMITS
     from ingest.normalize import normalize_tool_call
-    from ingest.simulate.modes import encoded_requests
 
     out: list[Template] = []
     for raw in encoded_requests(templates * spans_per_request, seed=seed, spans_per_request=spans_per_request):

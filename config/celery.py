@@ -46,7 +46,7 @@ app.conf.beat_schedule = {
     },
     # Alert deliveries whose task was lost, or whose retry (backoff) is due.
     "send-due-deliveries": {
-        "task": "dashboard.tasks_alerts.send_due_deliveries",
+        "task": "dashboard.alerting.tasks.send_due_deliveries",
         "schedule": crontab(),
         "options": {"expires": 50},
     },

@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "ingest",
     "dashboard",
     "evals",
+    "demo",  # the demo fleet, seed benchmark and scenarios: management commands only
 ]
 
 MIDDLEWARE = [
@@ -181,8 +182,8 @@ SPECTACULAR_SETTINGS = {
     # Alert kinds and channel kinds are both "kind": name the channel enum apart.
     "ENUM_NAME_OVERRIDES": {
         "AlertChannelKindEnum": "dashboard.models.AlertChannel.Kind",
-        "AlertKindEnum": "dashboard.selectors_alerts.ALERT_KINDS",
-        "AlertStatusEnum": "dashboard.selectors_alerts.STATUSES",
+        "AlertKindEnum": "dashboard.selectors.alerts.ALERT_KINDS",
+        "AlertStatusEnum": "dashboard.selectors.alerts.STATUSES",
         "EvalCaseStatusEnum": "evals.models.EvalCase.Status",
         "EvalResultStatusEnum": "evals.models.EvalResult.Status",
     },

@@ -1,4 +1,4 @@
-"""Drift detectors over per-tool rollups (SPEC section 6). Pure: stdlib only.
+"""Drift detectors over per-tool rollups (docs/contract/drift-and-alerts.md). Pure: stdlib only.
 
 Contract:
 - `detect(series, now, thresholds, *, open_kinds, opened_at)` takes the hourly
@@ -29,7 +29,7 @@ Method (docs/drift.md has the reasoning, every default and the measured figures)
   rates already remove the daily and weekly volume cycles, and 7 whole days weigh every
   hour of the day and every weekday alike.
 - Recent: the last 2 and the last 6 hours before the evaluation are each compared with the baseline (a scan:
-  2 h catches a step within the 2 h the SPEC asks, 6 h catches ramps and quieter
+  2 h catches a step within 2 h (docs/contract/drift-and-alerts.md#drift-kinds), 6 h catches ramps and quieter
   tools). The shorter window must clear `short_window_extra_z` more.
 - Test: the signed root of the likelihood-ratio statistic for two Poisson rates
   (retries per call, which can exceed one) or two binomial proportions (errors per

@@ -10,11 +10,9 @@ from django.utils import timezone
 
 from ingest.models import Project
 
-ERROR_CLASSES = ("transient", "validation", "permission", "not_found", "business", "user_input", "fatal", "unknown")
-
 
 class RollupCounts(models.Model):
-    """The SPEC 5 counts of a bucket, shared by both rollup tables."""
+    """The counts (docs/contract/metrics.md#counts) of a bucket, shared by both rollup tables."""
 
     calls = models.IntegerField(default=0)
     attempts = models.IntegerField(default=0)
@@ -33,7 +31,7 @@ class RollupCounts(models.Model):
     err_user_input = models.IntegerField(default=0)
     err_fatal = models.IntegerField(default=0)
     err_unknown = models.IntegerField(default=0)
-    # Latency of every attempt: {bin: count}, see dashboard.histograms.
+    # Latency of every attempt: {bin: count}, see dashboard.rollups.histograms.
     latency_hist = models.JSONField(default=dict)
     # Contract quality of failed calls: {check: [passed, applicable]}.
     contract = models.JSONField(default=dict)
@@ -43,7 +41,7 @@ class RollupCounts(models.Model):
 
 
 class ToolRollup(RollupCounts):
-    """SPEC 5 counts of the logical calls that started in one bucket, per tool and dimension.
+    """The counts (docs/contract/metrics.md) of the logical calls that started in one bucket, per tool and dimension.
 
     Three resolutions: 5-minute buckets for short ranges (kept for the last few days), hours,
     and days summed from the hours; a range is the sum of the buckets that tile it. Rates
@@ -124,8 +122,8 @@ class RolledUpBucket(models.Model):
 
 
 # ---------------------------------------------------------------------------------------
-# Alerts (SPEC 6): one open alert per (project, tool, kind), delivered to the project's
-# channels. The lifecycle lives in dashboard.alerts, sending in dashboard.delivery.
+# Alerts (docs/contract/drift-and-alerts.md): one open alert per (project, tool, kind), delivered to the project's
+# channels. The lifecycle lives in dashboard.alerting.lifecycle, sending in dashboard.alerting.delivery.
 
 
 def new_channel_secret() -> str:

@@ -5,32 +5,28 @@ Contract:
   writes, and raises `django.core.exceptions.ValidationError` with a dict of
   {field: [message]} when the input is wrong, so a page puts each message beside its
   field and the API answers 400 naming the field. Field names are the form fields'.
-- The `clean_*` helpers and `target_masked` are pure (the SSRF guard resolves the host
-  through `resolve_host`, which tests may replace).
+- The `clean_*` helpers are pure; where an alert may be sent (URLs, e-mail addresses) is
+  vetted by dashboard/alerting/targets.py, which the sender uses again at each send.
 - Permissions are the caller's business (`dashboard.scoping.is_owner`): these functions
   trust that the caller may change the project.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
-import socket
-import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from dashboard import drift
-from dashboard.delivery import channel_send_test
+from dashboard.alerting.delivery import channel_send_test
+from dashboard.alerting.targets import clean_target, clean_target_url
 from dashboard.models import AlertChannel, new_channel_secret
 from ingest.models import ApiKey, Membership, Project
 from ingest.services import api_key_create
@@ -41,9 +37,7 @@ MAX_ESCALATION_TOOLS = 100
 MAX_TOOL_NAME = 256  # ToolCall.tool
 MAX_NAME = 200  # Project.name, ApiKey.name, AlertChannel.name
 MAX_SLUG = 100
-MAX_URL = 2000
-MAX_EMAILS = 20
-# The key of the project-wide overrides in Project.drift_thresholds (dashboard.evaluation.thresholds_for).
+# The key of the project-wide overrides in Project.drift_thresholds (dashboard.alerting.evaluation.thresholds_for).
 PROJECT_WIDE = "*"
 
 
@@ -229,105 +223,6 @@ def otlp_env_lines(*, base_url: str, plain_key: str) -> str:
 
 
 # --- alert channels --------------------------------------------------------------------
-
-
-def resolve_host(host: str, port: int) -> list[str]:
-    """Every address `host` resolves to (tests replace this to point names anywhere)."""
-    return sorted({info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)})
-
-
-def _is_public(address: str) -> bool:
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])  # drop an IPv6 zone id
-    except ValueError:
-        return False  # not an address we can judge: refuse rather than guess
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is loopback too
-    # is_global is False for loopback, private, link-local (cloud metadata at 169.254.169.254),
-    # shared (100.64/10), reserved and unspecified addresses alike.
-    return ip.is_global and not ip.is_multicast
-
-
-def clean_target_url(value: Any, *, allow_private: bool | None = None) -> str:
-    """An http(s) URL whose host resolves only to public addresses (unless private targets are allowed)."""
-    if allow_private is None:
-        allow_private = getattr(settings, "TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS", False)
-    if not isinstance(value, str) or not value.strip():
-        raise _invalid("target", "Enter the URL to send alerts to.")
-    url = value.strip()
-    if len(url) > MAX_URL:
-        raise _invalid("target", f"At most {MAX_URL} characters.")
-    try:
-        parts = urllib.parse.urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise _invalid("target", "Not a valid URL (check the port).") from None
-    if parts.scheme not in ("http", "https"):
-        raise _invalid("target", "Must be an http:// or https:// URL.")
-    host = parts.hostname
-    if not host:
-        raise _invalid("target", "The URL has no host.")
-    if any(ch.isspace() for ch in url):
-        raise _invalid("target", "The URL must not contain spaces.")
-    if allow_private:
-        return url
-    try:
-        addresses = resolve_host(host, port)
-    except (OSError, UnicodeError):
-        raise _invalid("target", f"The host '{host}' does not resolve.") from None
-    private = [address for address in addresses if not _is_public(address)]
-    if private or not addresses:
-        resolved = "" if private == [host] else f" ({', '.join(private) or 'no address'})"
-        raise _invalid(
-            "target",
-            f"The host '{host}' is a loopback, private or link-local address{resolved}; "
-            "alerts go to public hosts only (an administrator can allow internal receivers with "
-            "TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS).",
-        )
-    return url
-
-
-def clean_emails(value: Any) -> str:
-    """Comma-separated e-mail addresses, normalised to 'a@x.org, b@y.org'."""
-    if not isinstance(value, str):
-        raise _invalid("target", "Enter e-mail addresses separated by commas.")
-    addresses = [part.strip() for part in value.split(",") if part.strip()]
-    if not addresses:
-        raise _invalid("target", "Enter at least one e-mail address.")
-    if len(addresses) > MAX_EMAILS:
-        raise _invalid("target", f"At most {MAX_EMAILS} addresses (got {len(addresses)}).")
-    for address in addresses:
-        try:
-            validate_email(address)
-        except ValidationError:
-            raise _invalid("target", f"'{address[:100]}' is not an e-mail address.") from None
-    return ", ".join(dict.fromkeys(addresses))
-
-
-def clean_target(kind: str, value: Any) -> str:
-    if kind == AlertChannel.Kind.EMAIL:
-        return clean_emails(value)
-    return clean_target_url(value)
-
-
-def target_masked(kind: str, target: str) -> str:
-    """What may be shown of a target: the scheme and host of a URL, the domains of e-mails.
-
-    A Slack incoming-webhook URL is a credential, and webhook paths often carry tokens.
-    """
-    if kind == AlertChannel.Kind.EMAIL:
-        domains = [address.rpartition("@")[2] for address in target.split(",") if "@" in address]
-        count = len(domains)
-        return f"{count} address{'es' if count != 1 else ''} at {', '.join(dict.fromkeys(domains))}"
-    try:
-        parts = urllib.parse.urlsplit(target.strip())
-        host = parts.hostname or "?"
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "(not a valid URL)"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{parts.scheme}://{host}{port}/…"
 
 
 def channel_status(channel: AlertChannel) -> str:
@@ -533,7 +428,7 @@ def thresholds_set(*, project: Project, overrides: Mapping[str, Any], tool: str 
     """Replace the project-wide (tool None) or one tool's overrides; `{}` resets them to the defaults.
 
     The result must stay valid for every tool with overrides, since they layer over the
-    project's (`dashboard.evaluation.thresholds_for`). Returns the stored overrides.
+    project's (`dashboard.alerting.evaluation.thresholds_for`). Returns the stored overrides.
     """
     key = PROJECT_WIDE if tool is None else _tool_name(tool)
     # Locked read-modify-write: two owners saving different tools must not lose one of them.

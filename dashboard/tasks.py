@@ -3,29 +3,30 @@
 from celery import shared_task
 from django.utils import timezone
 
-from dashboard import evaluation, rollups
+from dashboard.alerting import evaluation
 
 # Alert delivery tasks live beside their service; importing them registers them with the worker.
-from dashboard.tasks_alerts import send_delivery, send_due_deliveries  # noqa: F401
+from dashboard.alerting.tasks import send_delivery, send_due_deliveries  # noqa: F401
+from dashboard.rollups import refresh
 from ingest.models import Project
 
 
 @shared_task(ignore_result=True)
 def refresh_rollups() -> None:
     """Fan out: one refresh per project whose tool calls changed."""
-    for project_id in rollups.projects_with_changes():
+    for project_id in refresh.projects_with_changes():
         refresh_project_rollups.delay(project_id)
 
 
 @shared_task
 def refresh_project_rollups(project_id: int) -> int | None:
     """Rows written, or None when another worker is already refreshing the project."""
-    return rollups.rollups_refresh(project_id=project_id)
+    return refresh.rollups_refresh(project_id=project_id)
 
 
 @shared_task(ignore_result=True)
 def prune_fine_rollups() -> None:
-    rollups.rollups_prune_fine(now=timezone.now())
+    refresh.rollups_prune_fine(now=timezone.now())
 
 
 @shared_task(ignore_result=True)

@@ -2,9 +2,10 @@
 
 from django.urls import path
 
-from dashboard.views import alerts, health, overview, settings, tokens, traces
+from dashboard.views import alerts, evals, health, overview, settings, tokens, traces
 
 urlpatterns = [
+    *evals.urlpatterns,
     path("", overview.home, name="home"),
     *overview.urlpatterns,
     *traces.urlpatterns,

@@ -1,4 +1,4 @@
-"""Pure: eval case versions as JSONL, schema_version 1 (evals-contract.md, docs/eval-case.schema.json).
+"""Pure: eval case versions as JSONL, schema_version 1 (docs/contract/eval-cases.md#runner--server-rest-contract, docs/eval-case.schema.json).
 
 One JSON object per line, keys in the documented order, UTF-8 (no \\u escapes for
 non-ASCII), each line ending in "\\n". The runner reads these lines back; the server never

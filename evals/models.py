@@ -1,4 +1,4 @@
-"""Eval cases (SPEC 7): a promoted failure, its versions, its frozen trace snapshot, and runs.
+"""Eval cases (docs/contract/eval-cases.md): a promoted failure, its versions, its frozen trace snapshot, and runs.
 
 A case is promoted once per failed tool call (project, trace_id, span_id). What it expects
 lives on its versions: the latest version is a draft until it is pinned; a pinned version

@@ -1,4 +1,4 @@
-"""Writes of the evals app: promote, edit, pin, retire, tag, and record runs (SPEC 7).
+"""Writes of the evals app: promote, edit, pin, retire, tag, and record runs (docs/contract/eval-cases.md).
 
 Every service takes keyword arguments and raises `EvalError(field, message)` for anything
 the caller asked that cannot be done; views turn it into a form error or a 400 naming
@@ -21,14 +21,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from dashboard.alerts import alert_apply_finding
-from dashboard.models import Alert
 from evals import expectations, snapshots
 from evals.models import EvalCase, EvalCaseTag, EvalCaseVersion, EvalResult, EvalRun, SnapshotSpan
+from evals.signals import RegressionFinding, run_judged
 from ingest.models import Project, Span, ToolCall
 from ingest.taxonomy import recommended_action
 
-REGRESSION_KIND = "eval_regression"
 DEFAULT_TIMEOUT_S = 30
 MAX_TIMEOUT_S = 3600
 MAX_TAGS = 20
@@ -353,7 +351,8 @@ def run_record(
     user=None,
     now: datetime | None = None,
 ) -> EvalRun:
-    """Record a run posted by the runner (evals-contract.md) and flag and alert its regressions.
+    """Record a run posted by the runner (docs/contract/eval-cases.md#runner--server-rest-contract)
+    and flag and alert its regressions.
 
     Each result names a case of this project, one of that case's **pinned** versions and
     its content hash (a mismatch means the runner ran something else than the server
@@ -457,31 +456,20 @@ def _result_int(result: Any, index: int, name: str) -> int:
 
 
 def _alert_regressions(*, project: Project, run: EvalRun, rows: list[EvalResult], now: datetime) -> None:
+    """Tell the alerting side which tools regressed and which pass again (evals.signals)."""
     by_tool: dict[str, list[EvalResult]] = defaultdict(list)
     for row in rows:
         by_tool[row.case.tool].append(row)
-    open_tools = set(
-        Alert.objects.filter(
-            project=project, kind=REGRESSION_KIND, tool__in=by_tool, status__in=Alert.OPEN_STATUSES
-        ).values_list("tool", flat=True)
-    )
+    findings = []
     for tool, tool_rows in sorted(by_tool.items()):
         regressed = [row for row in tool_rows if row.regression]
         if regressed:
-            alert_apply_finding(
-                project=project,
-                tool=tool,
-                kind=REGRESSION_KIND,
-                firing=True,
-                evidence=_regression_evidence(run, regressed),
-                summary=_regression_summary(run, tool, regressed),
-                now=now,
-            )
-        elif tool in open_tools and all(row.status == EvalResult.Status.PASSED for row in tool_rows):
+            findings.append(RegressionFinding(tool, True, _regression_evidence(run, regressed),
+                                              _regression_summary(run, tool, regressed)))  # fmt: skip
+        elif all(row.status == EvalResult.Status.PASSED for row in tool_rows):
             # Still failing without a new regression leaves the alert open; all passing again resolves it.
-            alert_apply_finding(
-                project=project, tool=tool, kind=REGRESSION_KIND, firing=False, evidence={}, summary="", now=now
-            )
+            findings.append(RegressionFinding(tool, False))
+    run_judged.send(sender=EvalRun, project=project, run=run, findings=findings, now=now)
 
 
 def _regression_evidence(run: EvalRun, regressed: list[EvalResult]) -> dict:

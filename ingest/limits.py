@@ -6,9 +6,15 @@ config/settings.py); the defaults follow the OTLP spec where it recommends one.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 MIB = 1024 * 1024
+# A request's spans commit within MAX_WRITE of their received time (`now`, taken once the
+# body is read), or not at all: the rollup job counts on it to know which late retries a
+# bucket's rows already hold (dashboard/rollups/rows.py, RECEIVED_MARGIN). Three times the
+# exporters' 10 s timeout: a write this slow has long been given up on and sent again.
+MAX_WRITE = dt.timedelta(seconds=30)
 
 
 @dataclass(frozen=True, slots=True)

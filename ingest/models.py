@@ -29,7 +29,7 @@ class Project(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
     retention_days = models.PositiveIntegerField(default=default_retention_days)
-    # Calls of these tools are hand-offs to a human (SPEC 4.3), e.g. ["handoff_to_human"].
+    # Calls of these tools are hand-offs to a human (docs/contract/attempts.md), e.g. ["handoff_to_human"].
     escalation_tools = models.JSONField(default=list, blank=True)
     # Drift threshold overrides: {"*": {...} for every tool, "<tool>": {...}}; field names
     # and defaults in dashboard.drift.Thresholds and docs/drift.md.
@@ -168,7 +168,7 @@ class Span(models.Model):
 
 
 class ToolCall(models.Model):
-    """The normalised tool-call view of one tool span (SPEC 4); see ingest.normalize."""
+    """The normalised tool-call view of one tool span (docs/contract/spans.md); see ingest.normalize."""
 
     # No database-level foreign key: checking it per row costs the hot write path ~3 µs a
     # span; ingest is the only writer, and deleting a project deletes its rows through Django.

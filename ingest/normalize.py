@@ -1,4 +1,4 @@
-"""Normalise one tool span into a `ToolCallRecord` (SPEC section 4). Pure: stdlib only.
+"""Normalise one tool span into a `ToolCallRecord` (docs/contract/spans.md). Pure: stdlib only.
 
 Contract:
 - `is_tool_span(span)` names the convention that marks a span as a tool call, or "".
@@ -13,13 +13,13 @@ Decisions worth knowing:
 - Status Ok is final (OTel trace API: analysis tools SHOULD suppress errors when status
   is Ok). `error.type` and exception events on an Ok span were handled, so they neither
   fail nor classify it. Its *result* can still be an error envelope: then the tool handed
-  a failure to the model, a soft failure, and that counts (SPEC 4.2).
+  a failure to the model, a soft failure, and that counts (docs/contract/error-classes.md).
 - The status message is read only with status Error (trace API: it "MUST only be used
   with Error").
 - A result is an error envelope only when structured: `isError`, an `error` key,
   `success`/`ok` false, or a recognised error-class key. Text is never searched for
   "error" (seed 3 calls that fragile) and a truncated JSON string stays text.
-- Classification walks the SPEC 4.2 evidence in order and keeps the first that decides.
+- Classification walks the evidence of docs/contract/error-classes.md#evidence-order in order and keeps the first that decides.
   `classified_by` says which, as "<source>:<key>=<value>" pieces joined by " + "; the
   sources are `envelope` (span `tool.error.*` attributes), `result` and `status_message`.
 - Every spelling and mapping lives in `ingest.taxonomy`; this module only walks it.
@@ -56,7 +56,7 @@ __all__ = [
 STATUS_OK = 1
 STATUS_ERROR = 2
 
-# Where each convention keeps a field (SPEC 4.1, reference 4.4); first present wins.
+# Where each convention keeps a field (docs/contract/spans.md#tool-call-fields); first present wins.
 TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
 CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool.id", "tool_call.id")
 ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "input.value", "traceloop.entity.input", "mcp.request.argument")
@@ -97,7 +97,7 @@ _INT_LITERAL = re.compile(r"\s*[+-]?\d{1,18}\s*")
 
 def is_tool_span(span: SpanRecord) -> str:
     """The convention that marks `span` as a tool call ("genai", "openinference",
-    "openllmetry", "mcp", "span_name"), or "" (SPEC 4.1; first match wins)."""
+    "openllmetry", "mcp", "span_name"), or "" (docs/contract/spans.md#tool-span-recognition; first match wins)."""
     attrs = span.attributes
     if _text(attrs.get("gen_ai.operation.name")) == "execute_tool":
         return "genai"
@@ -142,7 +142,7 @@ def _tool_name(span: SpanRecord) -> str:
 def normalize_tool_call(
     span: SpanRecord, *, escalation_tools: frozenset[str] = frozenset()
 ) -> ToolCallRecord | None:
-    """The tool-call view of `span`, or None when it is not a tool span (SPEC 4)."""
+    """The tool-call view of `span`, or None when it is not a tool span (docs/contract/spans.md)."""
     convention = is_tool_span(span)
     if not convention:
         return None
@@ -256,7 +256,7 @@ def _traceloop_arguments(value: Any) -> Any:
 
 
 def _escalated(span: SpanRecord, tool: str, next_action: str, escalation_tools: frozenset[str]) -> bool:
-    """SPEC 4.3: flagged, an escalating next action taken, an `escalation` event, or an escalation tool."""
+    """docs/contract/attempts.md#escalations: flagged, an escalating next action taken, an `escalation` event, or an escalation tool."""
     if _as_bool(span.attributes.get("tool.escalated")) is True:
         return True
     if next_action.lower() in taxonomy.ESCALATION_ACTIONS:
@@ -361,7 +361,7 @@ _AMBIGUOUS_CLASS_OR_CODE_KEYS = taxonomy.AMBIGUOUS_CLASS_KEYS + taxonomy.CODE_KE
 
 
 def _result_is_error(result: Any) -> bool:
-    """Whether a tool's result is an error envelope (SPEC 4.2), strictly structured.
+    """Whether a tool's result is an error envelope (docs/contract/error-classes.md), strictly structured.
 
     A successful payload may well carry "code" or "class" ({"class": "business"} is a
     seat), so those count only next to a message or retryable key.
@@ -481,11 +481,11 @@ def _lookup(sources: Iterable[_Source], keys: tuple[str, ...]) -> Iterator[tuple
                     yield source, key, value
 
 
-# --- classification (SPEC 4.2 evidence order) ----------------------------------------------
+# --- classification (docs/contract/error-classes.md#evidence-order) ----------------------------------------------
 
 
 def _classify(attrs: dict[str, Any], signals: _SpanSignals, sources: list[_Source]) -> tuple[str, str]:
-    """(class, classified_by): the first evidence that decides wins (SPEC 4.2)."""
+    """(class, classified_by): the first evidence that decides wins (docs/contract/error-classes.md)."""
     decided, permanent, retryable_said = _stated_class(sources)
     if decided:
         return decided
@@ -497,7 +497,7 @@ def _classify(attrs: dict[str, Any], signals: _SpanSignals, sources: list[_Sourc
         if not (permanent and cls == taxonomy.TRANSIENT):
             return cls, f"{permanent} + {by}" if permanent else by
     if permanent:
-        return taxonomy.VALIDATION, permanent  # SPEC 4.2: validation when nothing finer is known
+        return taxonomy.VALIDATION, permanent  # docs/contract/error-classes.md: validation when nothing finer is known
     if retryable_said:
         return taxonomy.TRANSIENT, retryable_said
     return taxonomy.UNKNOWN, "none"
@@ -764,7 +764,7 @@ def record_fingerprint(record: ToolCallRecord) -> str:
 
 
 def contract_checks(record: ToolCallRecord) -> dict[str, bool | None]:
-    """The SPEC 5 contract-quality checks of a failure, in `taxonomy.CONTRACT_CHECKS` order:
+    """The contract-quality checks (docs/contract/metrics.md#contract-quality) of a failure, in `taxonomy.CONTRACT_CHECKS` order:
     True passes, False fails, None does not apply. {} for a call that succeeded."""
     if record.ok:
         return {}

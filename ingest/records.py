@@ -75,7 +75,7 @@ class SpanRecord:
 
 @dataclass(slots=True)
 class ToolCallRecord:
-    """The normalised view of one tool span (SPEC section 4). Pure data."""
+    """The normalised view of one tool span (docs/contract/spans.md). Pure data."""
 
     tool: str
     convention: str  # which convention recognised it: genai, openinference, openllmetry, mcp, span_name

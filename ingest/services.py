@@ -16,19 +16,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from ingest import linking, normalize, otlp, partitions, storage
-from ingest.limits import IngestLimits
-from ingest.models import ApiKey, IngestStat, Project, hash_api_key, new_api_key
+from ingest.limits import MAX_WRITE, IngestLimits
+from ingest.models import API_KEY_PREFIX, API_KEY_VISIBLE_CHARS, ApiKey, IngestStat, Project, hash_api_key, new_api_key
 from ingest.records import SpanRecord
 
 # Spans flattened and written per step, so a 64 MiB request never holds all its rows at once.
 SLICE_SPANS = 2_000
 # How often last_used_at is written for a busy key: not on every request.
 KEY_TOUCH_INTERVAL = dt.timedelta(seconds=60)
-# A request's spans commit within MAX_WRITE of their received time (`now`, taken just before
-# the write), or not at all: the rollup job counts on it to know which late retries a
-# bucket's rows already hold (dashboard.rollups.RECEIVED_MARGIN). Three times the exporters'
-# 10 s timeout: a write this slow has long been given up on and sent again.
-MAX_WRITE = dt.timedelta(seconds=30)
 
 
 @dataclass
@@ -63,7 +58,7 @@ def api_key_create(*, project: Project, name: str = "default") -> tuple[ApiKey, 
     key = ApiKey.objects.create(
         project=project,
         name=name,
-        prefix=plain[: len("tw_") + 8],
+        prefix=plain[: len(API_KEY_PREFIX) + API_KEY_VISIBLE_CHARS],
         hashed_key=hash_api_key(plain),
     )
     return key, plain

@@ -4,6 +4,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from ingest import partitions
+from ingest.retention import retention_apply
 
 
 @shared_task(ignore_result=True)
@@ -13,6 +14,4 @@ def create_partitions_ahead(days: int = 7) -> None:
 
 @shared_task(ignore_result=True)
 def apply_retention() -> None:
-    from ingest.retention import retention_apply
-
     retention_apply(now=timezone.now())

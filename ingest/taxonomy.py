@@ -1,7 +1,7 @@
 """The tool-error taxonomy: every table that says what kind of failure a tool call had.
 
 This is the one place to extend per project. `normalize.py` reads these tables in the
-SPEC 4.2 evidence order and holds no spellings of its own, so teaching Toolwatch a
+docs/contract/error-classes.md#evidence-order and holds no spellings of its own, so teaching Toolwatch a
 project's vocabulary means adding a row here (an envelope spelling to `SYNONYMS`, an
 exception class to `EXCEPTION_CLASSES`, a phrase to `MESSAGE_PATTERNS`) and a test in
 `tests/ingest/test_normalize.py`.
@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from http import HTTPStatus
 
-# --- 1. Classes and next actions (SPEC 4.2) --------------------------------------------
+# --- 1. Classes and next actions (docs/contract/error-classes.md) --------------------------------------------
 
 TRANSIENT = "transient"
 VALIDATION = "validation"
@@ -57,6 +57,9 @@ CLASSES: dict[str, ErrorClass] = {
     )
 }
 
+# The class names in display order: the one list (rollup columns, charts, filters use it).
+ERROR_CLASSES: tuple[str, ...] = tuple(CLASSES)
+
 NEXT_ACTIONS: dict[str, str] = {
     "retry": "retry with backoff, honour retry-after",
     "repair": "repair the named field and call again",
@@ -68,7 +71,7 @@ NEXT_ACTIONS: dict[str, str] = {
     "none": "nothing to derive: the error contract is defective",
 }
 
-# `tool.next_action` values that mean a human was pulled in (SPEC 4.3).
+# `tool.next_action` values that mean a human was pulled in (docs/contract/attempts.md).
 ESCALATION_ACTIONS = frozenset({"authorize", "ask_user", "escalate"})
 
 
@@ -250,7 +253,7 @@ def _class_for_squashed(key: str) -> str | None:
 
 # --- 3. Status codes ------------------------------------------------------------------
 
-# HTTP: anything 5xx not listed is transient (SPEC 4.2); other 4xx decide nothing.
+# HTTP: anything 5xx not listed is transient (docs/contract/error-classes.md); other 4xx decide nothing.
 HTTP_STATUS_CLASSES: dict[int, str] = {
     400: VALIDATION, 413: VALIDATION, 414: VALIDATION, 415: VALIDATION, 422: VALIDATION,
     401: PERMISSION, 403: PERMISSION, 407: PERMISSION,
@@ -488,7 +491,7 @@ def class_for_message(text: str) -> tuple[str, str] | None:
     return None
 
 
-# --- 6. Contract quality (SPEC 5) --------------------------------------------------------
+# --- 6. Contract quality (docs/contract/metrics.md) --------------------------------------------------------
 
 # Messages that tell neither the model nor the operator anything, compared after
 # lower-casing, dropping an "Error:" prefix, surrounding quotes and final punctuation.
@@ -573,7 +576,7 @@ def find_internals(text: str) -> str:
     return ""
 
 
-# The checks of a failure's error contract, in display order (SPEC 5 "Contract quality").
+# The checks of a failure's error contract, in display order (docs/contract/metrics.md#contract-quality).
 CONTRACT_CHECKS: tuple[tuple[str, str], ...] = (
     ("explicit_class", "states an error class or code Toolwatch recognises"),
     ("explicit_retryable", "states whether retrying can succeed"),

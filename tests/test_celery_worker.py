@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import socket
 import subprocess
@@ -17,7 +16,7 @@ from django.utils import timezone
 from config.celery import app
 from dashboard.models import ToolRollup
 from dashboard.tasks import refresh_project_rollups, refresh_rollups
-from ingest.demo import demo_request
+from demo.quickstart import demo_request
 from ingest.models import ChangedBucket
 from ingest.services import spans_ingest
 from tests.conftest import require_service

@@ -18,10 +18,10 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dashboard.alerts import MAX_MUTE, alert_user_acknowledge, alert_user_mute, alert_user_resolve
+from dashboard.alerting.lifecycle import MAX_MUTE, alert_user_acknowledge, alert_user_mute, alert_user_resolve
 from dashboard.api.base import ProjectScopedMixin
 from dashboard.models import Alert
-from dashboard.selectors_alerts import (
+from dashboard.selectors.alerts import (
     ALERT_KINDS,
     STATUSES,
     AlertFilterError,
@@ -32,7 +32,7 @@ from dashboard.selectors_alerts import (
     kind_label,
     parse_alert_filters,
 )
-from dashboard.selectors_health import OUTCOMES, ingest_health
+from dashboard.selectors.health import OUTCOMES, ingest_health
 from dashboard.timerange import PRESETS
 
 # --- serializers ---------------------------------------------------------------------------

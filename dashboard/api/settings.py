@@ -20,8 +20,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dashboard import project_settings as ps
+from dashboard.alerting import targets
+from dashboard.alerting.delivery import channel_reenable
 from dashboard.api.base import ProjectScopedMixin
-from dashboard.delivery import channel_reenable
 from dashboard.models import AlertChannel
 from dashboard.scoping import is_owner
 from ingest.models import ApiKey
@@ -173,7 +174,7 @@ class ChannelOut(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
     def get_target(self, channel) -> str:
-        return ps.target_masked(channel.kind, channel.target)
+        return targets.target_masked(channel.kind, channel.target)
 
     def get_status(self, channel) -> str:
         return ps.channel_status(channel)

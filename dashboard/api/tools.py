@@ -12,10 +12,22 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dashboard import selectors
 from dashboard.api.base import ProjectScopedMixin
-from dashboard.models import ERROR_CLASSES
+from dashboard.selectors.tools import (
+    DEFAULT_SORT,
+    MAX_SERIES_POINTS,
+    SORT_COLUMNS,
+    SortError,
+    open_alerts,
+    parse_sort,
+    parse_step,
+    project_totals,
+    sort_rows,
+    tool_detail,
+    tools_overview,
+)
 from dashboard.timerange import FILTER_NAMES, PRESETS
+from ingest.taxonomy import ERROR_CLASSES
 
 # --- output shapes (documentation for the schema; the views build plain dicts) -----------------
 
@@ -117,20 +129,20 @@ class ToolList(ProjectScopedMixin, APIView):
         tags=["tools"],
         parameters=[
             PROJECT, *RANGE_PARAMETERS,
-            OpenApiParameter("sort", OpenApiTypes.STR, description=f"One of {', '.join(selectors.SORT_COLUMNS)}; "
-                             f"prefix - for descending. Default {selectors.DEFAULT_SORT}."),
+            OpenApiParameter("sort", OpenApiTypes.STR, description=f"One of {', '.join(SORT_COLUMNS)}; "
+                             f"prefix - for descending. Default {DEFAULT_SORT}."),
         ],  # fmt: skip
         responses={200: ToolRowSerializer(many=True), 400: BAD_REQUEST, 404: NOT_FOUND},
     )
     def get(self, request, project):
         time_range, filters = self.time_range(), self.filters()
         try:
-            sort = selectors.parse_sort(request.query_params.get("sort"))
-        except selectors.SortError as exc:
+            sort = parse_sort(request.query_params.get("sort"))
+        except SortError as exc:
             raise ValidationError({"sort": [str(exc)]}) from None
-        table = selectors.tools_overview(self.project, start=time_range.start, end=time_range.end, **filters.as_kwargs())
+        table = tools_overview(self.project, start=time_range.start, end=time_range.end, **filters.as_kwargs())
         kinds: dict[str, list[str]] = {}
-        for alert in selectors.open_alerts(self.project):
+        for alert in open_alerts(self.project):
             kinds.setdefault(alert.tool, []).append(alert.kind)
         rows = [
             {
@@ -139,7 +151,7 @@ class ToolList(ProjectScopedMixin, APIView):
                 "contract_checks": row["contract_checks"], "open_alert_kinds": sorted(set(kinds.get(row["tool"], ()))),
                 "sparkline": row["sparkline"],
             }
-            for row in selectors.sort_rows(table["rows"], sort)
+            for row in sort_rows(table["rows"], sort)
         ]  # fmt: skip
         paginator = ToolsPagination()
         page = paginator.paginate_queryset(rows, request, view=self)
@@ -158,17 +170,17 @@ class ToolSeries(ProjectScopedMixin, APIView):
             OpenApiParameter("tool", OpenApiTypes.STR, OpenApiParameter.PATH, description="The tool's name."),
             *RANGE_PARAMETERS,
             OpenApiParameter("step", OpenApiTypes.INT, description="Seconds per point: 300, 600, 900, 1200, 1800 "
-                             f"or a multiple of 3600; at most {selectors.MAX_SERIES_POINTS} points."),
+                             f"or a multiple of 3600; at most {MAX_SERIES_POINTS} points."),
         ],  # fmt: skip
         responses={200: SeriesSerializer, 400: BAD_REQUEST, 404: NOT_FOUND},
     )
     def get(self, request, project, tool):
         time_range, filters = self.time_range(), self.filters()
         try:
-            step = selectors.parse_step(request.query_params.get("step"), time_range.start, time_range.end)
+            step = parse_step(request.query_params.get("step"), time_range.start, time_range.end)
         except ValueError as exc:
             raise ValidationError({"step": [str(exc)]}) from None
-        detail = selectors.tool_detail(
+        detail = tool_detail(
             self.project, tool, start=time_range.start, end=time_range.end, step=step, **filters.as_kwargs()
         )
         points = detail["points"]
@@ -193,7 +205,7 @@ class ProjectSummary(ProjectScopedMixin, APIView):
     )
     def get(self, request, project):
         time_range, filters = self.time_range(), self.filters()
-        totals = selectors.project_totals(self.project, start=time_range.start, end=time_range.end, **filters.as_kwargs())
+        totals = project_totals(self.project, start=time_range.start, end=time_range.end, **filters.as_kwargs())
         return Response({"range": _range(time_range), "filters": filters.as_kwargs(), **_counts(totals)})
 
 

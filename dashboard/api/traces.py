@@ -11,11 +11,11 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dashboard import selectors_traces as selectors
 from dashboard import waterfall
 from dashboard.api.base import ProjectScopedMixin
-from dashboard.models import ERROR_CLASSES
+from dashboard.selectors import traces as trace_selectors
 from ingest.models import Span, ToolCall
+from ingest.taxonomy import ERROR_CLASSES
 
 # --- serializers ------------------------------------------------------------------------------
 
@@ -23,7 +23,7 @@ from ingest.models import Span, ToolCall
 class ToolCallSummarySerializer(serializers.ModelSerializer):
     class Meta:
         model = ToolCall
-        fields = selectors.LIST_FIELDS
+        fields = trace_selectors.LIST_FIELDS
 
 
 class ToolCallSerializer(serializers.ModelSerializer):
@@ -41,7 +41,7 @@ class ToolCallPageSerializer(serializers.Serializer):
 
 
 class SpanSerializer(serializers.ModelSerializer):
-    # Stored once per resource; selectors.trace_get reads them with the spans.
+    # Stored once per resource; trace_selectors.trace_get reads them with the spans.
     resource_attributes = serializers.JSONField(
         read_only=True, allow_null=True, help_text="The attributes of the resource (service) that sent the span."
     )
@@ -64,7 +64,7 @@ class TraceSerializer(serializers.Serializer):
     start_time = serializers.DateTimeField()
     end_time = serializers.DateTimeField()
     duration_ms = serializers.FloatField()
-    truncated = serializers.BooleanField(help_text=f"More than {selectors.MAX_SPANS} spans: only the first are here.")
+    truncated = serializers.BooleanField(help_text=f"More than {trace_selectors.MAX_SPANS} spans: only the first are here.")
     spans = WaterfallSpanSerializer(many=True, help_text="In waterfall order: depth first, siblings by start time.")
     tool_calls = ToolCallSerializer(many=True)
 
@@ -77,14 +77,14 @@ FILTER_PARAMETERS = [
     OpenApiParameter("end", OpenApiTypes.DATETIME, description="End of a custom range (UTC)"),
     OpenApiParameter("tool", OpenApiTypes.STR, description="Exact tool name"),
     OpenApiParameter("class", OpenApiTypes.STR, enum=list(ERROR_CLASSES), description="Error class"),
-    OpenApiParameter("outcome", OpenApiTypes.STR, enum=list(selectors.OUTCOMES),
-                     description="; ".join(f"{key}: {label}" for key, label in selectors.OUTCOME_LABELS.items())),
+    OpenApiParameter("outcome", OpenApiTypes.STR, enum=list(trace_selectors.OUTCOMES),
+                     description="; ".join(f"{key}: {label}" for key, label in trace_selectors.OUTCOME_LABELS.items())),
     OpenApiParameter("q", OpenApiTypes.STR, description="Text the message contains (case-insensitive)"),
     OpenApiParameter("service", OpenApiTypes.STR), OpenApiParameter("environment", OpenApiTypes.STR),
     OpenApiParameter("agent", OpenApiTypes.STR),
     OpenApiParameter("before", OpenApiTypes.STR, description="A cursor (next_cursor): the page of older calls"),
     OpenApiParameter("after", OpenApiTypes.STR, description="A cursor (previous_cursor): the page of newer calls"),
-    OpenApiParameter("limit", OpenApiTypes.INT, description=f"Calls a page, 1..{selectors.MAX_PAGE_SIZE} (default {selectors.PAGE_SIZE})"),
+    OpenApiParameter("limit", OpenApiTypes.INT, description=f"Calls a page, 1..{trace_selectors.MAX_PAGE_SIZE} (default {trace_selectors.PAGE_SIZE})"),
 ]  # fmt: skip
 
 
@@ -101,14 +101,14 @@ class ToolCallListView(ProjectScopedMixin, APIView):
     def get(self, request, project):
         project = self.project  # an outsider gets 404 before any 400 says a word about parameters
         params = request.query_params
-        filters, errors = selectors.parse_call_filters(params)
+        filters, errors = trace_selectors.parse_call_filters(params)
         messages = {name: [message] for name, message in errors.items()}
         before = after = None
         for name in ("before", "after"):
             if params.get(name):
                 try:
-                    cursor = selectors.Cursor.decode(params[name])
-                except selectors.CursorError as exc:
+                    cursor = trace_selectors.Cursor.decode(params[name])
+                except trace_selectors.CursorError as exc:
                     messages[name] = [f"{exc}; use next_cursor or previous_cursor"]
                     continue
                 before, after = (cursor, None) if name == "before" else (before, cursor)
@@ -123,10 +123,10 @@ class ToolCallListView(ProjectScopedMixin, APIView):
         if messages:
             raise ValidationError(messages)
         try:
-            page = selectors.tool_calls_page(
+            page = trace_selectors.tool_calls_page(
                 project, start=time_range.start, end=time_range.end, filters=filters, before=before, after=after, limit=limit
             )
-        except selectors.SearchTooSlow as exc:
+        except trace_selectors.SearchTooSlow as exc:
             raise ValidationError({"q": [str(exc)]}) from None
         return Response({
             "next": self._url(request, "before", page.older),
@@ -140,10 +140,10 @@ class ToolCallListView(ProjectScopedMixin, APIView):
     def _limit(params, messages) -> int:
         text = params.get("limit")
         if not text:
-            return selectors.PAGE_SIZE
-        if not text.isdigit() or not 1 <= int(text) <= selectors.MAX_PAGE_SIZE:
-            messages["limit"] = [f"limit={text!r} is not a whole number from 1 to {selectors.MAX_PAGE_SIZE}"]
-            return selectors.PAGE_SIZE
+            return trace_selectors.PAGE_SIZE
+        if not text.isdigit() or not 1 <= int(text) <= trace_selectors.MAX_PAGE_SIZE:
+            messages["limit"] = [f"limit={text!r} is not a whole number from 1 to {trace_selectors.MAX_PAGE_SIZE}"]
+            return trace_selectors.PAGE_SIZE
         return int(text)
 
     @staticmethod
@@ -164,7 +164,7 @@ class TraceView(ProjectScopedMixin, APIView):
         responses={200: TraceSerializer},
     )
     def get(self, request, project, trace_id):
-        trace = selectors.trace_get(self.project, trace_id)
+        trace = trace_selectors.trace_get(self.project, trace_id)
         if trace is None:
             raise Http404("no such trace in this project")
         layout = waterfall.build(trace.spans)
@@ -187,7 +187,7 @@ class TraceView(ProjectScopedMixin, APIView):
 class ToolCallView(ProjectScopedMixin, APIView):
     @extend_schema(operation_id="tool_call_retrieve", summary="One tool call, every field", responses={200: ToolCallSerializer})
     def get(self, request, project, trace_id, span_id):
-        call = selectors.tool_call_get(self.project, trace_id, span_id)
+        call = trace_selectors.tool_call_get(self.project, trace_id, span_id)
         if call is None:
             raise Http404("no such tool call in this project")
         return Response(ToolCallSerializer(call).data)

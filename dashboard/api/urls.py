@@ -1,6 +1,6 @@
 """REST API routes under /api/v1/; each area keeps its routes beside its views."""
 
-from dashboard.api import alerts, projects, settings, tools, traces
+from dashboard.api import alerts, evals, projects, settings, tools, traces
 
 urlpatterns = [
     *projects.urlpatterns,
@@ -8,4 +8,5 @@ urlpatterns = [
     *traces.urlpatterns,
     *alerts.urlpatterns,
     *settings.urlpatterns,
+    *evals.urlpatterns,
 ]

@@ -11,16 +11,16 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from dashboard import scoping
-from dashboard.alert_charts import alert_evidence_figure
-from dashboard.alerts import (
+from dashboard.alerting.lifecycle import (
     MUTE_PERIOD_LABELS,
     MUTE_PERIODS,
     alert_user_acknowledge,
     alert_user_mute,
     alert_user_resolve,
 )
+from dashboard.charts.alerts import alert_evidence_figure
 from dashboard.models import Alert
-from dashboard.selectors_alerts import (
+from dashboard.selectors.alerts import (
     ALERT_KINDS,
     EVAL_REGRESSION,
     STATUSES,

@@ -6,8 +6,8 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.urls import path
 
-from dashboard.alert_charts import OUTCOME_NAMES, ingest_health_figure
-from dashboard.selectors_health import api_keys_for_project, has_received_anything, ingest_health
+from dashboard.charts.health import OUTCOME_NAMES, ingest_health_figure
+from dashboard.selectors.health import api_keys_for_project, has_received_anything, ingest_health
 from dashboard.views.common import page_scope
 
 

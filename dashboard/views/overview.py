@@ -9,7 +9,32 @@ from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils import timezone
 
-from dashboard import charts, scoping, selectors
+from dashboard import scoping
+from dashboard.charts.tools import (
+    RATE_LABELS,
+    classes_figure,
+    latency_figure,
+    rate_figure,
+    sparkline_path,
+    volume_figure,
+)
+from dashboard.selectors.tools import (
+    DEFAULT_SORT,
+    SortError,
+    baseline_bands,
+    dimension_choices,
+    open_alerts,
+    parse_sort,
+    project_summaries,
+    sort_rows,
+    tool_alerts,
+    tool_baseline_hours,
+    tool_detail,
+    tool_failed_calls,
+    tools_overview,
+    top_fingerprints,
+    totals_of,
+)
 from dashboard.views.common import page_scope
 from evals.selectors import recurring_cases
 
@@ -20,7 +45,7 @@ def home(request):
     if len(projects) == 1:
         return redirect("overview", projects[0].slug)
     now = timezone.now()
-    summaries = selectors.project_summaries(projects, now - dt.timedelta(hours=24))
+    summaries = project_summaries(projects, now - dt.timedelta(hours=24))
     for row in summaries:
         row["error_rate"] = row["failed"] / row["calls"] if row["calls"] else None
     return render(
@@ -57,17 +82,17 @@ def overview(request, project):
     time_range, filters = scope.time_range, scope.filters
     sort_error = ""
     try:
-        sort = selectors.parse_sort(request.GET.get("sort"))
-    except selectors.SortError as exc:
-        sort_error, sort = str(exc), selectors.DEFAULT_SORT
-    table = selectors.tools_overview(scope.project, start=time_range.start, end=time_range.end, **filters.as_kwargs())
-    rows = selectors.sort_rows(table["rows"], sort)
-    alerts = selectors.open_alerts(scope.project)
+        sort = parse_sort(request.GET.get("sort"))
+    except SortError as exc:
+        sort_error, sort = str(exc), DEFAULT_SORT
+    table = tools_overview(scope.project, start=time_range.start, end=time_range.end, **filters.as_kwargs())
+    rows = sort_rows(table["rows"], sort)
+    alerts = open_alerts(scope.project)
     kinds_by_tool: dict[str, list[str]] = {}
     for alert in alerts:
         kinds_by_tool.setdefault(alert.tool, []).append(alert.kind)
     for row in rows:
-        row["spark_path"] = charts.sparkline_path(row["sparkline"])
+        row["spark_path"] = sparkline_path(row["sparkline"])
         row["drift"] = sorted(set(kinds_by_tool.get(row["tool"], ())))
         rates = [value for value in row["sparkline"] if value is not None]
         row["spark_label"] = (
@@ -79,16 +104,16 @@ def overview(request, project):
         "dashboard/overview.html",
         scope.context(
             title="Overview",
-            totals=selectors.totals_of(rows),
+            totals=totals_of(rows),
             rows=rows,
             alerts=alerts,
             sort=sort,
             sort_error=sort_error,
             headers=_sort_headers(sort, scope),
-            dimensions=selectors.dimension_choices(
+            dimensions=dimension_choices(
                 scope.project, start=time_range.start, end=time_range.end, selected=filters
             ),
-            extra_params={"sort": sort} if sort != selectors.DEFAULT_SORT else {},
+            extra_params={"sort": sort} if sort != DEFAULT_SORT else {},
         ),
     )
 
@@ -107,20 +132,20 @@ def tool(request, project, tool):
     scope = page_scope(request, project)
     time_range, filters = scope.time_range, scope.filters
     window = {"start": time_range.start, "end": time_range.end, **filters.as_kwargs()}
-    detail = selectors.tool_detail(scope.project, tool, **window)
+    detail = tool_detail(scope.project, tool, **window)
     points = detail["points"]
     figures = {}
     if detail["has_calls"]:
-        hourly = selectors.tool_baseline_hours(scope.project, tool, **window)
-        bands = selectors.baseline_bands(hourly, points)
+        hourly = tool_baseline_hours(scope.project, tool, **window)
+        bands = baseline_bands(hourly, points)
         figures = {
             **{
-                f"fig-{metric.replace('_', '-')}": charts.rate_figure(points, bands[metric], metric=metric, tool=tool)
-                for metric in charts.RATE_LABELS
+                f"fig-{metric.replace('_', '-')}": rate_figure(points, bands[metric], metric=metric, tool=tool)
+                for metric in RATE_LABELS
             },
-            "fig-volume": charts.volume_figure(points, tool=tool),
-            "fig-classes": charts.classes_figure(points),
-            "fig-latency": charts.latency_figure(points),
+            "fig-volume": volume_figure(points, tool=tool),
+            "fig-classes": classes_figure(points),
+            "fig-latency": latency_figure(points),
         }
     return render(
         request,
@@ -132,13 +157,13 @@ def tool(request, project, tool):
             totals=detail["totals"],
             step_label=_step_label(detail["step"]),
             figures=figures,
-            rate_charts=[(f"fig-{metric.replace('_', '-')}", label) for metric, label in charts.RATE_LABELS.items()],
-            fingerprints=selectors.top_fingerprints(scope.project, tool, **window) if figures else [],
-            failed_calls=selectors.tool_failed_calls(scope.project, tool, **window) if figures else [],
-            alerts=selectors.tool_alerts(scope.project, tool),
+            rate_charts=[(f"fig-{metric.replace('_', '-')}", label) for metric, label in RATE_LABELS.items()],
+            fingerprints=top_fingerprints(scope.project, tool, **window) if figures else [],
+            failed_calls=tool_failed_calls(scope.project, tool, **window) if figures else [],
+            alerts=tool_alerts(scope.project, tool),
             # Pinned eval cases whose failure fingerprint came back in live traffic in this range.
             recurring_cases=recurring_cases(scope.project, tool=tool, since=time_range.start),
-            dimensions=selectors.dimension_choices(
+            dimensions=dimension_choices(
                 scope.project, start=time_range.start, end=time_range.end, selected=filters
             ),
         ),

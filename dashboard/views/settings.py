@@ -23,7 +23,8 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
 from dashboard import project_settings as ps
-from dashboard.delivery import channel_reenable as reenable
+from dashboard.alerting import targets
+from dashboard.alerting.delivery import channel_reenable as reenable
 from dashboard.models import AlertChannel, ToolRollup
 from dashboard.scoping import is_owner
 from dashboard.views.common import PageScope, page_scope
@@ -106,7 +107,7 @@ class ChannelForm(_PlainLabelsForm):
     # Not required here: the service names an empty field along with every other problem.
     name = forms.CharField(max_length=ps.MAX_NAME, required=False)
     target = forms.CharField(
-        label="Target", max_length=ps.MAX_URL, required=False,
+        label="Target", max_length=targets.MAX_URL, required=False,
         help_text="The http(s) URL for a webhook or Slack; comma-separated e-mail addresses for e-mail.",
     )  # fmt: skip
 
@@ -123,7 +124,7 @@ class ChannelForm(_PlainLabelsForm):
             self.fields["target"].required = False
             self.fields["target"].label = "New URL"
             self.fields["target"].help_text = (
-                f"Now {ps.target_masked(channel.kind, channel.target)} Leave blank to keep it."
+                f"Now {targets.target_masked(channel.kind, channel.target)} Leave blank to keep it."
             )
 
 
@@ -156,7 +157,7 @@ def _secret_page(request, template: str, context: dict):
 
 def _channel_rows(channels) -> list[dict]:
     return [
-        {"channel": c, "target": ps.target_masked(c.kind, c.target), "status": ps.channel_status(c)} for c in channels
+        {"channel": c, "target": targets.target_masked(c.kind, c.target), "status": ps.channel_status(c)} for c in channels
     ]
 
 
@@ -360,7 +361,7 @@ def channel_edit(request, project, pk):
             return _back(scope, "channels")
     return render(request, "dashboard/settings_channel_form.html", scope.context(
         title=f"Edit channel {channel.name}", form=form, channel=channel,
-        target=ps.target_masked(channel.kind, channel.target), status=ps.channel_status(channel),
+        target=targets.target_masked(channel.kind, channel.target), status=ps.channel_status(channel),
     ))  # fmt: skip
 
 

@@ -12,11 +12,10 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
 
-from dashboard import selectors_traces as selectors
 from dashboard import timerange, waterfall
-from dashboard.models import ERROR_CLASSES
+from dashboard.selectors import traces as trace_selectors
 from dashboard.views.common import PageScope, page_scope
-from ingest.taxonomy import CONTRACT_CHECKS
+from ingest.taxonomy import CONTRACT_CHECKS, ERROR_CLASSES
 
 # A value longer than this (or with a line break) is shown as a wrapped block, not inline.
 LONG_VALUE_CHARS = 120
@@ -29,34 +28,34 @@ def traces_list(request, project):
     jump_text = (request.GET.get("trace") or "").strip()
     jump_error = ""
     if jump_text:
-        trace_id = selectors.normalize_id(jump_text)
-        if not selectors.is_trace_id(trace_id):
+        trace_id = trace_selectors.normalize_id(jump_text)
+        if not trace_selectors.is_trace_id(trace_id):
             jump_error = f"{jump_text[:80]!r} is not a trace id: a trace id is 32 hexadecimal characters (0-9, a-f)."
-        elif not selectors.trace_exists(scope.project, trace_id):
+        elif not trace_selectors.trace_exists(scope.project, trace_id):
             jump_error = f"There is no trace {trace_id} in {scope.project.name} (it may be older than the retention)."
         else:
             return redirect(reverse("trace", args=[scope.project.slug, trace_id]) + scope.querystring())
 
-    filters, errors = selectors.parse_call_filters(request.GET)
+    filters, errors = trace_selectors.parse_call_filters(request.GET)
     before = after = None
     try:
         if request.GET.get("before"):
-            before = selectors.Cursor.decode(request.GET["before"])
+            before = trace_selectors.Cursor.decode(request.GET["before"])
         elif request.GET.get("after"):
-            after = selectors.Cursor.decode(request.GET["after"])
-    except selectors.CursorError as exc:
+            after = trace_selectors.Cursor.decode(request.GET["after"])
+    except trace_selectors.CursorError as exc:
         errors["page"] = f"{exc}; showing the newest page"
 
     time_range = scope.time_range
     try:
-        page = selectors.tool_calls_page(
+        page = trace_selectors.tool_calls_page(
             scope.project, start=time_range.start, end=time_range.end, filters=filters, before=before, after=after,
-            limit=selectors.PAGE_SIZE,
+            limit=trace_selectors.PAGE_SIZE,
         )
-    except selectors.SearchTooSlow as exc:
+    except trace_selectors.SearchTooSlow as exc:
         errors["q"] = f"The {exc}."
-        page = selectors.CallsPage([], older=None, newer=None)
-    choices = selectors.filter_choices(scope.project, start=time_range.start, end=time_range.end)
+        page = trace_selectors.CallsPage([], older=None, newer=None)
+    choices = trace_selectors.filter_choices(scope.project, start=time_range.start, end=time_range.end)
     return render(
         request,
         "dashboard/traces.html",
@@ -67,7 +66,7 @@ def traces_list(request, project):
             dimensions={name: _with_selected(choices[name], getattr(filters, name)) for name in timerange.FILTER_NAMES},
             tools=_with_selected(choices["tool"], filters.tool),
             error_classes=ERROR_CLASSES,
-            outcomes=selectors.OUTCOME_LABELS,
+            outcomes=trace_selectors.OUTCOME_LABELS,
             # The range bar's form keeps the explorer's own filters, and this form keeps the range bar's.
             extra_params={key: value for key, value in filters.params().items() if key not in timerange.FILTER_NAMES},
             range_params={**time_range.params(), **scope.filters.params()},
@@ -89,7 +88,7 @@ def _with_selected(values: list[str], selected: str) -> list[str]:
     return values if not selected or selected in values else sorted([*values, selected])
 
 
-def _page_url(scope: PageScope, filters: selectors.CallFilters, **cursor) -> str:
+def _page_url(scope: PageScope, filters: trace_selectors.CallFilters, **cursor) -> str:
     return timerange.querystring(scope.time_range, None, **filters.params(), **cursor)
 
 
@@ -148,7 +147,7 @@ def _contract_rows(call) -> list[dict]:
 @login_required
 def trace_detail(request, project, trace_id):
     scope = page_scope(request, project)
-    trace = selectors.trace_get(scope.project, trace_id)
+    trace = trace_selectors.trace_get(scope.project, trace_id)
     if trace is None:
         raise Http404("no such trace in this project")
     layout = waterfall.build(trace.spans)

@@ -1,5 +1,5 @@
 // Draws every chart on the page: <div data-figure="ID"> with its figure in <script id="ID" type="application/json">
-// (Django's json_script). No inline scripts; figure strings are escaped on the server (dashboard/charts.py).
+// (Django's json_script). No inline scripts; figure strings are escaped on the server (dashboard/charts/).
 (function () {
   "use strict";
   var config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };

@@ -124,7 +124,7 @@ def ingest(live_server, project: Project, build: Callable, *, service: str = "su
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from dashboard.rollups import rollups_recompute
+    from dashboard.rollups.refresh import rollups_recompute
     from ingest.services import api_key_create
     from tests.otlp_builders import sdk_spans
 

@@ -1,4 +1,4 @@
-"""(d) Eval cases end to end, as a new user does it (SPEC 7, docs/evals.md, docs/runner.md).
+"""(d) Eval cases end to end, as a new user does it (docs/contract/eval-cases.md, docs/evals.md, docs/runner.md).
 
 A flights search fails in production with a validation error that names no field. The
 user opens the trace, promotes the failed call to an eval case, pins it, downloads the
@@ -23,8 +23,8 @@ from opentelemetry.trace import Status, StatusCode
 from playwright.sync_api import expect
 
 from config.celery import app as celery_app
+from dashboard.alerting.transports import verify_signature
 from dashboard.models import AlertChannel
-from dashboard.transports import verify_signature
 from tests.browser.conftest import ingest, screenshot
 from tests.evals.sample_tools import BAD_DATE_ARGS
 

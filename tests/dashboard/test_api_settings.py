@@ -8,12 +8,12 @@ import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from dashboard import project_settings as ps
+from dashboard.alerting import targets
+from dashboard.alerting.transports import verify_signature
 from dashboard.models import AlertChannel
-from dashboard.transports import verify_signature
 from ingest.models import ApiKey, Project, hash_api_key
 from ingest.services import api_key_create
-from tests.dashboard.test_alerts import receiver  # noqa: F401 - the loopback HTTP receiver fixture
+from tests.dashboard.alerting.test_alerts import receiver  # noqa: F401 - the loopback HTTP receiver fixture
 from tests.dashboard.test_settings_pages import HOSTILE, SLACK_URL, team  # noqa: F401 - fixtures
 
 BASE = "/api/v1/projects/alpha"
@@ -26,7 +26,7 @@ def api():
 
 @pytest.fixture
 def public_dns(monkeypatch):
-    monkeypatch.setattr(ps, "resolve_host", lambda host, port: ["93.184.215.14"])
+    monkeypatch.setattr(targets, "resolve_host", lambda host, port: ["93.184.215.14"])
 
 
 def as_user(api, user) -> APIClient:

@@ -4,8 +4,16 @@ as JSON, same range and filters, 400 naming a bad parameter, 404 for outsiders, 
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.dashboard.test_selectors import (  # noqa: F401
-    HOSTILE, HOUR, NOW, add_rollup, budget, frozen, ingest_demo, open_alert, without_totals,
+from tests.dashboard.selectors.test_selectors import (  # noqa: F401
+    HOSTILE,
+    HOUR,
+    NOW,
+    add_rollup,
+    budget,
+    frozen,
+    ingest_demo,
+    open_alert,
+    without_totals,
 )
 from tests.factories import make_member
 

@@ -28,7 +28,7 @@ from dashboard.drift import (
     detect,
     replay,
 )
-from dashboard.scenarios import EVALUATION_LAG, binomial, clustered, generate, poisson
+from demo.scenarios import EVALUATION_LAG, binomial, clustered, generate, poisson
 
 HOUR = timedelta(hours=1)
 T0 = datetime(2025, 3, 3, tzinfo=UTC)

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from dashboard.rollups import floor_time
+from dashboard.rollups.rows import floor_time
 from ingest.models import ApiKey, IngestStat, Membership
 from ingest.services import api_key_create, api_key_revoke
 from tests.factories import make_project

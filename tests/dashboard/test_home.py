@@ -4,7 +4,7 @@ there is only one, and how to make one when there is none."""
 import pytest
 from django.contrib.auth import get_user_model
 
-from dashboard.rollups import rollups_refresh
+from dashboard.rollups.refresh import rollups_refresh
 from ingest.models import Membership
 from ingest.services import api_key_create
 from tests.factories import make_project

@@ -1,7 +1,6 @@
 """The overview page: totals, open alerts on top, the tools table (sort, sparklines, drift badges),
 range and filters kept in every link, scoped to members, escaped, with a flat query count."""
 
-import datetime as dt
 import json
 import re
 from html import unescape
@@ -9,8 +8,17 @@ from html import unescape
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.dashboard.test_selectors import (  # noqa: F401
-    HOSTILE, HOUR, NOW, add_rollup, budget, frozen, ingest_demo, open_alert, without_csrf, without_totals,
+from tests.dashboard.selectors.test_selectors import (  # noqa: F401
+    HOSTILE,
+    HOUR,
+    NOW,
+    add_rollup,
+    budget,
+    frozen,
+    ingest_demo,
+    open_alert,
+    without_csrf,
+    without_totals,
 )
 from tests.factories import make_member
 

@@ -11,7 +11,8 @@ from django.test import override_settings
 
 from dashboard import drift
 from dashboard import project_settings as ps
-from dashboard.evaluation import thresholds_for
+from dashboard.alerting import targets
+from dashboard.alerting.evaluation import thresholds_for
 from dashboard.models import AlertChannel
 from ingest.models import ApiKey, Membership, Project, hash_api_key
 from tests.factories import make_project
@@ -35,7 +36,7 @@ def public_dns(monkeypatch):
             return names[host]
         return [host] if host[0].isdigit() or ":" in host else [PUBLIC]
 
-    monkeypatch.setattr(ps, "resolve_host", resolve)
+    monkeypatch.setattr(targets, "resolve_host", resolve)
     return names
 
 
@@ -77,7 +78,7 @@ def test_bad_slugs_are_refused_with_an_example(slug):
      "http://h:99999/"],  # fmt: skip
 )
 def test_a_channel_url_must_be_http_or_https_with_a_host(target, public_dns):
-    assert "target" in errors_of(ps.clean_target_url, target)
+    assert "target" in errors_of(targets.clean_target_url, target)
 
 
 @pytest.mark.parametrize(
@@ -96,7 +97,7 @@ def test_a_channel_url_must_be_http_or_https_with_a_host(target, public_dns):
     ],
 )
 def test_the_ssrf_guard_refuses_loopback_private_and_link_local_addresses(target, public_dns):
-    errors = errors_of(ps.clean_target_url, target)
+    errors = errors_of(targets.clean_target_url, target)
 
     assert "loopback, private or link-local" in errors["target"][0]
     assert "TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS" in errors["target"][0]
@@ -104,7 +105,7 @@ def test_the_ssrf_guard_refuses_loopback_private_and_link_local_addresses(target
 
 def test_the_ssrf_guard_refuses_a_hostname_that_resolves_to_loopback():
     # "localhost" really resolves (through /etc/hosts) to 127.0.0.1 and/or ::1.
-    errors = errors_of(ps.clean_target_url, "http://localhost:8000/hook")
+    errors = errors_of(targets.clean_target_url, "http://localhost:8000/hook")
 
     assert "'localhost' is a loopback, private or link-local address" in errors["target"][0]
 
@@ -112,7 +113,7 @@ def test_the_ssrf_guard_refuses_a_hostname_that_resolves_to_loopback():
 def test_the_ssrf_guard_refuses_a_name_with_any_private_address(public_dns):
     public_dns["hooks.example.com"] = [PUBLIC, "10.0.0.7"]
 
-    errors = errors_of(ps.clean_target_url, "https://hooks.example.com/x")
+    errors = errors_of(targets.clean_target_url, "https://hooks.example.com/x")
 
     assert "10.0.0.7" in errors["target"][0]
 
@@ -121,38 +122,38 @@ def test_a_name_that_does_not_resolve_is_refused(monkeypatch):
     def fail(host, port):
         raise OSError("Name or service not known")
 
-    monkeypatch.setattr(ps, "resolve_host", fail)
+    monkeypatch.setattr(targets, "resolve_host", fail)
 
-    assert errors_of(ps.clean_target_url, "https://nowhere.invalid/x")["target"] == [
+    assert errors_of(targets.clean_target_url, "https://nowhere.invalid/x")["target"] == [
         "The host 'nowhere.invalid' does not resolve."
     ]
 
 
 def test_a_public_https_url_passes_the_guard(public_dns):
-    assert ps.clean_target_url(" https://hooks.slack.com/services/T0/B0/secret ") == (
+    assert targets.clean_target_url(" https://hooks.slack.com/services/T0/B0/secret ") == (
         "https://hooks.slack.com/services/T0/B0/secret"
     )
 
 
 @override_settings(TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS=True)
 def test_private_targets_pass_when_the_setting_allows_them():
-    assert ps.clean_target_url("http://127.0.0.1:9/hook") == "http://127.0.0.1:9/hook"
-    assert "target" in errors_of(ps.clean_target_url, "ftp://127.0.0.1/")  # still http(s) only
+    assert targets.clean_target_url("http://127.0.0.1:9/hook") == "http://127.0.0.1:9/hook"
+    assert "target" in errors_of(targets.clean_target_url, "ftp://127.0.0.1/")  # still http(s) only
 
 
 def test_emails_are_comma_separated_and_each_is_checked():
-    assert ps.clean_emails(" a@example.com,b@example.org , a@example.com") == "a@example.com, b@example.org"
-    errors = errors_of(ps.clean_emails, "a@example.com, not-an-address")
+    assert targets.clean_emails(" a@example.com,b@example.org , a@example.com") == "a@example.com, b@example.org"
+    errors = errors_of(targets.clean_emails, "a@example.com, not-an-address")
     assert errors["target"] == ["'not-an-address' is not an e-mail address."]
-    assert "target" in errors_of(ps.clean_emails, " , ")
+    assert "target" in errors_of(targets.clean_emails, " , ")
 
 
 def test_masking_shows_the_host_of_a_url_and_the_domains_of_emails():
     slack = "https://hooks.slack.com/services/T000/B000/XXXXSECRET"
-    assert ps.target_masked("slack", slack) == "https://hooks.slack.com/…"
-    assert ps.target_masked("webhook", "http://user:pw@[::1]:8080/h?token=1") == "http://[::1]:8080/…"
-    assert ps.target_masked("email", "ops@example.com, cto@corp.example") == "2 addresses at example.com, corp.example"
-    assert ps.target_masked("email", "ops@example.com") == "1 address at example.com"
+    assert targets.target_masked("slack", slack) == "https://hooks.slack.com/…"
+    assert targets.target_masked("webhook", "http://user:pw@[::1]:8080/h?token=1") == "http://[::1]:8080/…"
+    assert targets.target_masked("email", "ops@example.com, cto@corp.example") == "2 addresses at example.com, corp.example"
+    assert targets.target_masked("email", "ops@example.com") == "1 address at example.com"
 
 
 def test_threshold_form_text_becomes_typed_overrides_and_blank_means_inherit():

@@ -11,11 +11,12 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from dashboard import project_settings as ps
+from dashboard.alerting import targets
+from dashboard.alerting.transports import verify_signature
 from dashboard.models import AlertChannel, Delivery
-from dashboard.transports import verify_signature
 from ingest.models import ApiKey, Membership, Project, hash_api_key
 from ingest.services import api_key_create
-from tests.dashboard.test_alerts import receiver  # noqa: F401 - the loopback HTTP receiver fixture
+from tests.dashboard.alerting.test_alerts import receiver  # noqa: F401 - the loopback HTTP receiver fixture
 from tests.factories import make_project
 
 HOSTILE = "<script>alert(1)</script><b>x</b>"
@@ -46,7 +47,7 @@ def team(db):
 
 @pytest.fixture
 def public_dns(monkeypatch):
-    monkeypatch.setattr(ps, "resolve_host", lambda host, port: ["93.184.215.14"])
+    monkeypatch.setattr(targets, "resolve_host", lambda host, port: ["93.184.215.14"])
 
 
 def as_user(client, user) -> Client:

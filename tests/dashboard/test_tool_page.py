@@ -8,8 +8,19 @@ import re
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.dashboard.test_selectors import (  # noqa: F401
-    HOSTILE, HOUR, NOW, add_rollup, budget, frozen, ingest_demo, ingest_spans, open_alert, tool_span, without_csrf, without_totals,
+from tests.dashboard.selectors.test_selectors import (  # noqa: F401
+    HOSTILE,
+    HOUR,
+    NOW,
+    add_rollup,
+    budget,
+    frozen,
+    ingest_demo,
+    ingest_spans,
+    open_alert,
+    tool_span,
+    without_csrf,
+    without_totals,
 )
 from tests.factories import make_member
 

@@ -15,7 +15,6 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from django.contrib.auth import get_user_model
 
-from dashboard import selectors_traces
 from ingest.models import ToolCall
 from ingest.services import api_key_create
 from tests.factories import make_member, make_project
@@ -193,7 +192,7 @@ def test_bad_input_never_fails_the_page(client, mixed):
 
 
 def test_filter_values_survive_a_reload_in_the_forms_and_the_page_links(client, mixed, monkeypatch):
-    monkeypatch.setattr(selectors_traces, "PAGE_SIZE", 1)
+    monkeypatch.setattr("dashboard.selectors.traces.PAGE_SIZE", 1)
     response = explorer(client, mixed, tool="charge_card", outcome="ok", q="", service="billing-agent", range="7d")
     page = response.content.decode()
 
@@ -235,7 +234,7 @@ def walk(client, project, direction: str, start_params: dict) -> list[list[str]]
 
 
 def test_older_pages_walk_every_call_once_even_through_ties_on_start_time(client, many, monkeypatch):
-    monkeypatch.setattr(selectors_traces, "PAGE_SIZE", 3)
+    monkeypatch.setattr("dashboard.selectors.traces.PAGE_SIZE", 3)
 
     pages = walk(client, many, "older", {})
 
@@ -248,7 +247,7 @@ def test_older_pages_walk_every_call_once_even_through_ties_on_start_time(client
 
 
 def test_newer_links_walk_back_to_the_same_pages(client, many, monkeypatch):
-    monkeypatch.setattr(selectors_traces, "PAGE_SIZE", 3)
+    monkeypatch.setattr("dashboard.selectors.traces.PAGE_SIZE", 3)
     forward = walk(client, many, "older", {})
     last = explorer(client, many)
     for _ in range(len(forward) - 1):
@@ -261,7 +260,7 @@ def test_newer_links_walk_back_to_the_same_pages(client, many, monkeypatch):
 
 
 def test_the_first_page_has_no_newer_link_and_the_last_no_older_link(client, many, monkeypatch):
-    monkeypatch.setattr(selectors_traces, "PAGE_SIZE", 20)
+    monkeypatch.setattr("dashboard.selectors.traces.PAGE_SIZE", 20)
 
     response = explorer(client, many)
 
@@ -270,7 +269,7 @@ def test_the_first_page_has_no_newer_link_and_the_last_no_older_link(client, man
 
 
 def test_the_end_of_the_pages_is_a_disabled_link_drawn_like_the_live_one(client, many, monkeypatch):
-    monkeypatch.setattr(selectors_traces, "PAGE_SIZE", 5)
+    monkeypatch.setattr("dashboard.selectors.traces.PAGE_SIZE", 5)
 
     page = explorer(client, many).content.decode()
 
@@ -279,7 +278,7 @@ def test_the_end_of_the_pages_is_a_disabled_link_drawn_like_the_live_one(client,
 
 
 def test_page_links_keep_every_filter(client, many, monkeypatch):
-    monkeypatch.setattr(selectors_traces, "PAGE_SIZE", 2)
+    monkeypatch.setattr("dashboard.selectors.traces.PAGE_SIZE", 2)
 
     response = explorer(client, many, range="7d", service="support-agent", outcome="ok", q="", environment="prod")
     query = parse_qs(urlparse(unescape(response.context["older_url"])).query)
@@ -348,7 +347,7 @@ def test_another_projects_calls_never_show(client, signed_in):
 
 
 def test_the_explorer_makes_a_fixed_number_of_queries(client, signed_in, django_assert_max_num_queries):
-    from dashboard.rollups import rollups_refresh
+    from dashboard.rollups.refresh import rollups_refresh
 
     send(client, signed_in, [tool_span(300 + n, 300 + n, f"tool{n % 4}", at_ms=n, status_code=2 if n % 2 else 0,
                                        message="boom") for n in range(30)])  # fmt: skip
@@ -368,8 +367,8 @@ def test_a_message_search_that_runs_too_long_gives_advice_instead_of_hanging(cli
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_sleep(1)")
 
-    monkeypatch.setattr(selectors_traces, "SEARCH_TIMEOUT_MS", 20)
-    monkeypatch.setattr(selectors_traces, "_page", slow_page)
+    monkeypatch.setattr("dashboard.selectors.traces.SEARCH_TIMEOUT_MS", 20)
+    monkeypatch.setattr("dashboard.selectors.traces._page", slow_page)
 
     response = explorer(client, mixed, q="timed out")
     api = client.get(f"/api/v1/projects/{mixed.slug}/tool-calls/", {"q": "timed out"})

@@ -109,7 +109,7 @@ def test_a_bad_status_filter_is_named_and_the_list_still_shows(member_client, pr
 
 
 def test_the_cases_list_is_paginated(member_client, project, several_cases, monkeypatch):
-    monkeypatch.setattr("evals.views.PAGE_SIZE", 2)
+    monkeypatch.setattr("dashboard.views.evals.PAGE_SIZE", 2)
     page = member_client.get(url("eval-cases", project), {"tag": "p1", "page": 2}).content.decode()
     assert "Page 2 of 3" in page and "?tag=p1&amp;page=3" in page
 

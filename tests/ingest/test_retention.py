@@ -4,8 +4,8 @@ import pytest
 from django.conf import settings
 
 from dashboard.models import ToolRollup
+from demo.quickstart import demo_request
 from ingest import partitions
-from ingest.demo import demo_request
 from ingest.models import Span, ToolCall
 from ingest.retention import retention_apply
 from ingest.services import spans_ingest

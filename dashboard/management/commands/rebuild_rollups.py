@@ -5,8 +5,9 @@ import datetime as dt
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from dashboard import rollups
 from dashboard.management.projects import projects_named
+from dashboard.rollups.refresh import rollups_rebuild
+from dashboard.rollups.rows import HOUR, floor_time
 
 
 class Command(BaseCommand):
@@ -25,9 +26,9 @@ class Command(BaseCommand):
             raise CommandError("--workers and --days must be at least 1")
         projects = projects_named(project)
         now = timezone.now()
-        end = rollups.floor_time(now, 3600) + rollups.HOUR
+        end = floor_time(now, 3600) + HOUR
         for item in projects:
-            start = rollups.floor_time(now - dt.timedelta(days=days or item.retention_days), 3600)
-            written = rollups.rollups_rebuild(project_id=item.pk, start=start, end=end, now=now, workers=workers)
+            start = floor_time(now - dt.timedelta(days=days or item.retention_days), 3600)
+            written = rollups_rebuild(project_id=item.pk, start=start, end=end, now=now, workers=workers)
             state = "busy (another run holds the project)" if written is None else f"{written} rows"
             self.stdout.write(f"rollups rebuilt: project {item.slug}: {state}")

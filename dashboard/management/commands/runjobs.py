@@ -3,8 +3,9 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from dashboard import delivery, evaluation, rollups
+from dashboard.alerting import delivery, evaluation
 from dashboard.management.projects import projects_named
+from dashboard.rollups import refresh
 from ingest import partitions
 from ingest.retention import retention_apply
 
@@ -31,7 +32,7 @@ class Command(BaseCommand):
             self.stdout.write("partitions: created a week ahead")
         if "rollups" in jobs:
             for project_id in ids:
-                written = rollups.rollups_refresh(project_id=project_id, now=now, everything=True)
+                written = refresh.rollups_refresh(project_id=project_id, now=now, everything=True)
                 state = "busy (another run holds the project)" if written is None else f"{written} rows"
                 self.stdout.write(f"rollups: project {project_id}: {state}")
         if "drift" in jobs:
