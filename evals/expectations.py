@@ -1,10 +1,10 @@
-"""What an eval case expects of its tool call, shared by the server and the runner (SPEC 7).
+"""What an eval case expects of its tool call, shared by the server and the runner (docs/contract/eval-cases.md#expectation).
 
 Pure, stdlib plus `ingest.taxonomy`: the standalone runner ships this module, and the
 server imports it to validate an expectation, suggest one at promotion, describe it on
 pages and hash a pinned version. One implementation, so both sides always agree.
 
-An expectation (evals-contract.md):
+An expectation (docs/contract/eval-cases.md#expectation):
     {"outcome": "success" | "error",
      "error_class": "<class>" | None,   # only with outcome "error"; None = any class
      "contract_checks": ["field_named", ...],   # only with outcome "error"

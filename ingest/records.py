@@ -3,7 +3,9 @@
 `otlp.py` turns a request into `ResourceRecord`s and `SpanRecord`s; `normalize.py`
 turns a tool span's `SpanRecord` into a `ToolCallRecord`; `storage.py` writes them.
 Nothing here imports Django, so the decoder and the classifier can be reused outside
-the server (the eval runner shares the classifier).
+the server (the eval runner shares the classifier), and nothing needs more than the
+standard library to import: the eval runner's distribution (toolwatch-runner) ships this
+module without orjson.
 """
 
 from __future__ import annotations
@@ -14,15 +16,26 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
+try:
+    # A dependency of the server, which always has it (the decoder and storage import it
+    # unconditionally), so stored digests are always orjson's bytes. The eval runner
+    # imports this module for its dataclasses, never computes a digest, and has no orjson.
+    from orjson import OPT_SORT_KEYS as _SORT_KEYS
+    from orjson import dumps as _orjson_dumps
+except ImportError:
+    _orjson_dumps = None
 
 
 def resource_digest(attributes: dict[str, Any]) -> bytes:
     """16 bytes naming a resource's attributes within a project: blake2b of their canonical JSON
     (keys sorted at every depth), so the same attributes in any order are one stored resource."""
-    try:
-        canonical = orjson.dumps(attributes, option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # orjson refuses integers beyond 64 bits
+    canonical = None
+    if _orjson_dumps is not None:
+        try:
+            canonical = _orjson_dumps(attributes, option=_SORT_KEYS)
+        except TypeError:  # orjson refuses integers beyond 64 bits
+            pass
+    if canonical is None:
         canonical = json.dumps(attributes, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
     return hashlib.blake2b(canonical, digest_size=16).digest()
 

@@ -44,3 +44,76 @@ def _in_memory_broker():
 
     app.conf.update(broker_url="memory://", broker_transport_options={})
     yield
+
+
+# --- test-only settings ---------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hasher():
+    """MD5 instead of PBKDF2 for the whole session: PBKDF2 costs ~0.4 s per password set or
+    checked, which was half the suite's time. The session-wide override reaches the live
+    server's thread (tests/browser) too, so passwords set here are checked with the same hasher.
+    Tokens and API keys hash with their own functions and are not affected."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
+# --- the cast -------------------------------------------------------------------------------
+# One project, "Alpha" (slug alpha), with its owner olga and a plain member alice; mallory is
+# a user of no project. Every cast user's password is PASSWORD. The logged-in clients are
+# pytest-django's `client` (the same object), so a test uses one of them, or `client` itself.
+
+PASSWORD = "pw-cast-123"
+
+
+def _user(username: str):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(username, password=PASSWORD)
+
+
+@pytest.fixture
+def owner(db):
+    """olga: an owner of `project` (once `project` is asked for)."""
+    return _user("olga")
+
+
+@pytest.fixture
+def member(db):
+    """alice: a plain member of `project` (once `project` is asked for)."""
+    return _user("alice")
+
+
+@pytest.fixture
+def outsider(db):
+    """mallory: a member of no project."""
+    return _user("mallory")
+
+
+@pytest.fixture
+def project(owner, member):
+    """"Alpha" (slug alpha): owner is an owner member, member a plain member."""
+    from ingest.models import Membership
+    from tests.factories import make_project
+
+    project = make_project("Alpha", slug="alpha")
+    Membership.objects.create(project=project, user=owner, role=Membership.Role.OWNER)
+    Membership.objects.create(project=project, user=member, role=Membership.Role.MEMBER)
+    return project
+
+
+@pytest.fixture
+def owner_client(client, project, owner):
+    """`client`, logged in as the owner of `project`."""
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
+def member_client(client, project, member):
+    """`client`, logged in as a plain member of `project`."""
+    client.force_login(member)
+    return client

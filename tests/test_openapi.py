@@ -5,7 +5,6 @@ import re
 
 import pytest
 import yaml
-from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from drf_spectacular.drainage import GENERATOR_STATS
 
@@ -13,11 +12,6 @@ from dashboard import tokens
 
 # Any absolute URL in a src/href/spec-url attribute or a CSS url(): the docs must load nothing from elsewhere.
 EXTERNAL = re.compile(r"""(?:src|href|spec-url)\s*=\s*["']\s*((?:https?:)?//[^"']*)|url\(\s*["']?((?:https?:)?//[^)"']*)""", re.I)
-
-
-@pytest.fixture
-def user(db):
-    return get_user_model().objects.create_user("alice", password="pw-alice-123")
 
 
 def generate_schema(tmp_path) -> dict:
@@ -52,8 +46,8 @@ def test_the_schema_declares_the_bearer_token_scheme_on_every_operation(db):
     assert unguarded == []
 
 
-def test_the_schema_is_served_to_a_token_holder(client, user):
-    _, plain = tokens.api_token_create(user=user, name="ci")
+def test_the_schema_is_served_to_a_token_holder(client, member):
+    _, plain = tokens.api_token_create(user=member, name="ci")
 
     response = client.get("/api/schema/", headers={"Authorization": f"Bearer {plain}"})
 
@@ -65,8 +59,8 @@ def test_the_schema_is_served_to_a_token_holder(client, user):
     ("/api/docs/", "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js"),
     ("/api/redoc/", "/static/drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js"),
 ])  # fmt: skip
-def test_the_docs_pages_render_from_our_own_static_files(client, user, url, asset):
-    client.force_login(user)
+def test_the_docs_pages_render_from_our_own_static_files(client, member, url, asset):
+    client.force_login(member)
 
     response = client.get(url)
 
@@ -76,7 +70,7 @@ def test_the_docs_pages_render_from_our_own_static_files(client, user, url, asse
     assert [a or b for a, b in EXTERNAL.findall(html)] == []
 
 
-def test_the_api_link_in_the_header_leads_to_the_docs(client, user):
-    client.force_login(user)
+def test_the_api_link_in_the_header_leads_to_the_docs(client, member):
+    client.force_login(member)
 
     assert 'href="/api/docs/"' in client.get("/account/tokens/").content.decode()

@@ -1,4 +1,4 @@
-"""Input and output shapes of the evals API (evals-contract.md for the run POST and the export)."""
+"""Input and output shapes of the evals API (docs/contract/eval-cases.md#runner--server-rest-contract for the run POST and the export)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,11 @@
 Thin views: parse with the input serializers, call `evals.services` / `evals.selectors`, answer
 with the output serializers. An `EvalError` from a service becomes a 400 whose body names its
 field (`{"results[2].content_hash": ["…"]}`), or a 404 when the thing named does not exist.
+
+The runner's two operations (the export, a run's POST) are versioned: the runner names the
+REST contract it speaks in `X-Toolwatch-Runner-Contract` (none: 1, as runners before the
+header), a version this server does not support is a 400 naming the header and the ones it
+does, and every answer of those operations lists them in the same header (docs/runner.md).
 """
 
 from __future__ import annotations
@@ -21,6 +26,30 @@ from dashboard.api.base import ProjectScopedMixin
 from dashboard.views.evals import jsonl_response  # the page's download answers the same way
 from evals import exporters, selectors, services
 from evals.models import EvalCase
+
+# The runner <-> server REST contract: the versions of the export and run shapes this server speaks.
+RUNNER_CONTRACT_HEADER = "X-Toolwatch-Runner-Contract"
+RUNNER_CONTRACTS = (1,)
+RUNNER_CONTRACT_DEFAULT = 1  # what a request without the header speaks (runners from before it)
+RUNNER_CONTRACT_PARAMETER = OpenApiParameter(
+    RUNNER_CONTRACT_HEADER,
+    OpenApiTypes.INT,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    enum=list(RUNNER_CONTRACTS),
+    description=(
+        "The runner <-> server REST contract version the caller speaks (docs/runner.md). "
+        f"Missing: {RUNNER_CONTRACT_DEFAULT}. A version this server does not support is a 400 naming this header; "
+        "every answer lists the supported versions, comma-separated, in the same response header."
+    ),
+)
+RUNNER_CONTRACT_RESPONSE_HEADER = OpenApiParameter(
+    RUNNER_CONTRACT_HEADER,
+    OpenApiTypes.STR,
+    location=OpenApiParameter.HEADER,
+    response=True,
+    description="The runner REST contract versions this server supports, comma-separated (e.g. `1`).",
+)
 
 CASE_FILTERS = [
     OpenApiParameter("status", str, enum=[*selectors.STATUSES, "all"], description="Default: draft and pinned."),
@@ -52,6 +81,43 @@ class EvalView(ProjectScopedMixin, GenericAPIView):
             case, context={**self.get_serializer_context(), **context}
         )
         return Response(serializer.data, status=status_code)
+
+
+class RunnerContractMixin:
+    """The runner's operations (`runner_contract_methods`): check the caller's contract version
+    after authentication, and name the supported ones on every answer, refusals included."""
+
+    runner_contract_methods: frozenset[str] = frozenset()
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if request.method in self.runner_contract_methods:
+            runner_contract(request)
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if request.method in self.runner_contract_methods:
+            response[RUNNER_CONTRACT_HEADER] = ", ".join(map(str, RUNNER_CONTRACTS))
+        return response
+
+
+def runner_contract(request) -> int:
+    """The contract version the request speaks; a 400 naming the header if not one of RUNNER_CONTRACTS."""
+    given = request.headers.get(RUNNER_CONTRACT_HEADER)
+    if given is None:
+        return RUNNER_CONTRACT_DEFAULT
+    text = given.strip()
+    if text.isascii() and text.isdigit() and int(text) in RUNNER_CONTRACTS:
+        return int(text)
+    supported = ", ".join(map(str, RUNNER_CONTRACTS))
+    raise ValidationError(
+        {
+            RUNNER_CONTRACT_HEADER: [
+                f"runner contract version {given[:20]!r} is not supported; this server supports {supported} "
+                "(upgrade the runner or the server: docs/runner.md)"
+            ]
+        }
+    )
 
 
 def _call(function, *args, **kwargs):
@@ -157,20 +223,24 @@ class _IgnoreAccept(BaseContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
-class CaseExport(EvalView):
+class CaseExport(RunnerContractMixin, EvalView):
     content_negotiation_class = _IgnoreAccept
+    runner_contract_methods = frozenset({"GET", "HEAD"})
 
     @extend_schema(
         operation_id="eval_cases_export",
         parameters=[
             OpenApiParameter("status", str, enum=["pinned"], description="Only pinned versions are ever exported."),
             *CASE_FILTERS[1:],
+            RUNNER_CONTRACT_PARAMETER,
+            RUNNER_CONTRACT_RESPONSE_HEADER,
         ],
         responses={
             (200, exporters.CONTENT_TYPE): OpenApiResponse(
                 OpenApiTypes.STR,
                 description="JSONL, schema_version 1 (docs/eval-case.schema.json): the latest pinned version of each active case.",
-            )
+            ),
+            400: OpenApiResponse(description="names the bad parameter, or the X-Toolwatch-Runner-Contract header"),
         },
         summary="Export eval cases as JSONL for the runner",
     )
@@ -181,14 +251,17 @@ class CaseExport(EvalView):
         return jsonl_response(selectors.export_records(self.project, self.case_filters()), self.project.slug)
 
 
-class RunListCreate(EvalView):
+class RunListCreate(RunnerContractMixin, EvalView):
+    runner_contract_methods = frozenset({"POST"})
+
     @extend_schema(operation_id="eval_runs_list", responses=s.RunSerializer(many=True), summary="Eval runs, newest first")
     def get(self, request, project):
         return self.paginated(selectors.run_list(self.project), s.RunSerializer)
 
     @extend_schema(
         operation_id="eval_runs_create", request=s.RunInputDoc,
-        responses={201: s.RunCreatedSerializer, 400: OpenApiResponse(description="names the bad field, e.g. results[2].content_hash")},
+        parameters=[RUNNER_CONTRACT_PARAMETER, RUNNER_CONTRACT_RESPONSE_HEADER],
+        responses={201: s.RunCreatedSerializer, 400: OpenApiResponse(description="names the bad field, e.g. results[2].content_hash, or the X-Toolwatch-Runner-Contract header")},
         summary="Post a run of the cases (the runner's --post); regressions are flagged and alerted",
     )  # fmt: skip
     def post(self, request, project):

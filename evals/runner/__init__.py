@@ -2,12 +2,21 @@
 
 Standalone by design: the standard library plus Toolwatch's pure modules (`ingest.normalize`,
 `ingest.taxonomy`, `ingest.records`, `ingest.redact`, `ingest.limits`, `evals.expectations`,
-`evals.judge`), never Django, so a CI job runs it from a checkout with nothing installed.
+`evals.judge`), never Django and nothing from PyPI, so a CI job can run it with nothing else
+installed:
 
-    python -m evals.runner --cases cases.jsonl --tools my_agent.tools:TOOLS [--post]
+    pip install "toolwatch-runner @ git+https://github.com/OWNER/toolwatch#subdirectory=evals/runner"
+    toolwatch-evals --cases cases.jsonl --tools my_agent.tools:TOOLS [--post]
+
+or from a checkout, `python -m evals.runner …`. The distribution (evals/runner/pyproject.toml,
+built by evals/runner/build_hook/hatch_build.py) ships these same modules as one flat package,
+`toolwatch_runner`, with their imports rewritten; this package stays their only source.
 
 Modules: `loader` (JSONL cases, from a file or the API), `registry` (module:TOOLS),
 `execute` (call with a timeout, judge), `client` (the Toolwatch API over urllib),
 `cli` (flags, output, exit codes), `pytest_plugin` (each case a pytest item).
 See docs/runner.md.
 """
+
+# The distribution's version (read by hatchling: [tool.hatch.version] in pyproject.toml).
+__version__ = "1.0.0"

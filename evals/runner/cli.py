@@ -1,4 +1,4 @@
-"""`python -m evals.runner`: run eval cases against the user's tools, print, optionally post.
+"""`toolwatch-evals` / `python -m evals.runner`: run eval cases against the user's tools, print, optionally post.
 
 Exit codes: 0 every case passed; 1 a case failed; 2 a case could not be judged (or the
 runner could not start: bad flags, a module that does not import, cases that cannot be
@@ -17,19 +17,22 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TextIO
 
-from evals.runner import loader
-from evals.runner.client import Client, ClientError, run_payload
+from evals.runner import __version__, loader
+from evals.runner.client import CONTRACT_VERSION, Client, ClientError, run_payload
 from evals.runner.execute import ERROR, FAILED, PASSED, CaseResult, exit_code, run_all
 from evals.runner.registry import RegistryError, load_registry
 
 EXIT_SETUP = 2
 EXIT_NOT_POSTED = 3
 _STATUS_WORDS = {PASSED: "PASS ", FAILED: "FAIL ", ERROR: "ERROR"}
+# The distribution (toolwatch-runner) ships this module as toolwatch_runner.cli, run as its
+# console script; in a Toolwatch checkout it is run with `python -m`.
+PROG = "toolwatch-evals" if __name__.startswith("toolwatch_runner.") else "python -m evals.runner"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m evals.runner",
+        prog=PROG,
         description="Run Toolwatch eval cases against your own tool functions and judge them "
         "with Toolwatch's classifier. Exit 0: all passed; 1: a case failed; 2: a case could not "
         "be judged or the runner could not start; 3: the run could not be posted.",
@@ -50,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     arg("--json", metavar="FILE", dest="json_path",
         help="also write the results as JSON ('-' for standard output)")
     arg("--quiet", action="store_true", help="print only failures, errors and the tally")
+    arg("--version", action="version", version=f"%(prog)s {__version__} (REST contract {CONTRACT_VERSION})")
     return parser
 
 

@@ -1,8 +1,11 @@
 """The Toolwatch API, as far as the runner needs it, over urllib (no third-party client).
 
 - `Client.fetch_cases(project, status=, tag=)`: the JSONL export of a project's cases;
-- `Client.post_run(project, payload)`: an eval run (evals-contract.md), the server's answer;
+- `Client.post_run(project, payload)`: an eval run (docs/contract/eval-cases.md#posting-a-run), the server's answer;
 - `run_payload(results, …)`: the request body of an eval run.
+
+Both requests carry the REST contract version this runner speaks (`X-Toolwatch-Runner-Contract`,
+docs/runner.md#the-rest-contract-version-1); a server that does not speak it answers 400.
 
 Every failure is a `ClientError` whose message says what went wrong and where: the
 server's own error for an HTTP error, the network reason otherwise.
@@ -11,6 +14,7 @@ server's own error for an HTTP error, the network reason otherwise.
 from __future__ import annotations
 
 import json
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,10 +22,18 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from evals.runner import __version__
 from evals.runner.execute import CaseResult
 
-USER_AGENT = "toolwatch-eval-runner/1"
-# The observed keys an eval run carries (evals-contract.md).
+# The version of the two requests' shapes (the export read, the run posted) this runner speaks;
+# the server answers with the versions it supports in the same header.
+CONTRACT_HEADER = "X-Toolwatch-Runner-Contract"
+CONTRACT_VERSION = 1
+USER_AGENT = (
+    f"toolwatch-runner/{__version__} (contract {CONTRACT_VERSION}; "
+    f"Python {'.'.join(map(str, sys.version_info[:3]))})"
+)
+# The observed keys an eval run carries (docs/contract/eval-cases.md#posting-a-run).
 POSTED_OBSERVED_KEYS = ("ok", "error_class", "message", "classified_by", "contract", "next_action", "fingerprint")
 _DETAIL_CHARS = 500
 
@@ -63,7 +75,10 @@ class Client:
         return answer
 
     def _request(self, method: str, url: str, *, body: bytes | None = None, accept: str = "application/json"):
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": accept, "User-Agent": USER_AGENT}
+        headers = {
+            "Authorization": f"Bearer {self.token}", "Accept": accept, "User-Agent": USER_AGENT,
+            CONTRACT_HEADER: str(CONTRACT_VERSION),
+        }  # fmt: skip
         if body is not None:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(url, data=body, headers=headers, method=method)
@@ -95,7 +110,18 @@ def _http_error_message(method: str, url: str, exc: urllib.error.HTTPError) -> s
         403: " (the token may not reach this project)",
         404: " (no such project for this token, or the server has no eval API at this URL)",
     }.get(exc.code, "")
+    supported = _contract_versions(exc.headers.get(CONTRACT_HEADER) if exc.headers else None)
+    if supported and str(CONTRACT_VERSION) not in supported:
+        hint = (
+            f" (this runner speaks REST contract {CONTRACT_VERSION}, the server {', '.join(supported)}: "
+            "install a toolwatch-runner that speaks one of those)"
+        )
     return f"{method} {url} failed with {exc.code} {exc.reason}{hint}" + (f": {detail}" if detail else "")
+
+
+def _contract_versions(header: str | None) -> list[str]:
+    """The versions a server's `X-Toolwatch-Runner-Contract` answer lists ("1", "1, 2")."""
+    return [part.strip() for part in (header or "").split(",") if part.strip()]
 
 
 def run_payload(

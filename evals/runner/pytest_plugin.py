@@ -1,6 +1,11 @@
 """Each eval case as a pytest item:
 
-    pytest -p evals.runner.pytest_plugin --toolwatch-cases cases.jsonl --toolwatch-tools my_agent.tools:TOOLS
+    pytest --toolwatch-cases cases.jsonl --toolwatch-tools my_agent.tools:TOOLS
+
+with toolwatch-runner installed (its `pytest11` entry point `toolwatch` loads this plugin;
+`-p no:toolwatch` leaves it out), or from a Toolwatch checkout with `-p evals.runner.pytest_plugin`.
+Loaded into every pytest run of an environment that has the distribution, it does nothing
+but add its options until `--toolwatch-cases` is given.
 
 An item is named `<tool>[case <id> v<version>]` (a line that did not load: `line <n>`), passes
 when the judge passes the case and fails with its reasons otherwise; a case that could not

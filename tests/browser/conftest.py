@@ -16,12 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from ingest.models import Membership, Project
-from tests.conftest import require_service
-from tests.factories import make_project
+from ingest.models import Project
+from tests.conftest import PASSWORD, require_service  # PASSWORD: every cast user's (tests/conftest.py)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -31,7 +29,6 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 # A test that waits longer than this for an element fails, rather than hanging the suite.
 TIMEOUT_MS = 5_000
-PASSWORD = "pw-browser-123"
 
 
 @pytest.fixture(scope="session")
@@ -55,10 +52,9 @@ def browser():
 
 
 @pytest.fixture(autouse=True)
-def _live_database(transactional_db, settings):
-    """The live server's thread sees committed data only: every browser test gets a transactional db."""
-    # A fast hasher: PBKDF2 costs ~0.4 s per password set or checked, twice per test that logs in.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def _live_database(transactional_db):
+    """The live server's thread sees committed data only: every browser test gets a transactional db.
+    (The fast password hasher is tests/conftest.py's, for the whole session, this thread and the server's.)"""
 
 
 @pytest.fixture
@@ -82,15 +78,6 @@ def page(browser, dialogs):
     context.close()
 
 
-@pytest.fixture
-def member():
-    """A user (password PASSWORD) and a project they belong to."""
-    user = get_user_model().objects.create_user("alice", password=PASSWORD)
-    project = make_project("Support agents", slug="support")
-    Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)
-    return user, project
-
-
 def log_in(page, live_server, username: str, password: str = PASSWORD, next_path: str = "") -> None:
     """Log in through the real form (as a person would), then wait for the page it leads to."""
     query = f"?next={next_path}" if next_path else ""
@@ -102,10 +89,9 @@ def log_in(page, live_server, username: str, password: str = PASSWORD, next_path
 
 
 @pytest.fixture
-def logged_in_page(page, live_server, member):
-    """`page`, logged in as `member` through the login form (on whichever page the login leads to)."""
-    user, _ = member
-    log_in(page, live_server, user.get_username())
+def logged_in_page(page, live_server, owner, project):
+    """`page`, logged in as `owner` (of `project`) through the login form (on whichever page the login leads to)."""
+    log_in(page, live_server, owner.get_username())
     page.wait_for_url(lambda url: "/login/" not in url)
     return page
 

@@ -16,8 +16,7 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def traffic(logged_in_page, live_server, member):
-    _, project = member
+def traffic(logged_in_page, live_server, project):
     ingest(live_server, project, lambda tracer: agent_with_tools(tracer, tools=[
         {"name": "lookup_order", "error": TimeoutError("upstream timed out after 30 s")},
         {"name": "search_kb"},
@@ -63,8 +62,8 @@ def test_the_range_and_filters_survive_a_reload_and_follow_the_links(logged_in_p
     expect(page).to_have_url(re.compile(r"service=support-agent"))
 
 
-def test_an_alert_is_acknowledged_then_resolved(logged_in_page, live_server, member):
-    user, project = member
+def test_an_alert_is_acknowledged_then_resolved(logged_in_page, live_server, owner, project):
+    user = owner  # the one logged_in_page logged in
     now = timezone.now()
     alert = Alert.objects.create(
         project=project, tool="search_kb", kind="retry_rise_flat_error", opened_at=now, last_seen_at=now,
@@ -86,8 +85,7 @@ def test_an_alert_is_acknowledged_then_resolved(logged_in_page, live_server, mem
     assert alert.acknowledged_by == user.get_username()
 
 
-def test_a_project_key_is_shown_once_then_revoked(logged_in_page, live_server, member):
-    _, project = member
+def test_a_project_key_is_shown_once_then_revoked(logged_in_page, live_server, project):
     page = logged_in_page
     page.goto(f"{live_server.url}/p/{project.slug}/settings/")
 

@@ -12,8 +12,7 @@ HOSTILE = "<img src=x onerror=alert(1)>"
 
 
 @pytest.fixture
-def hostile_traffic(logged_in_page, live_server, member):
-    _, project = member
+def hostile_traffic(logged_in_page, live_server, project):
     ingest(live_server, project, lambda tracer: agent_with_tools(tracer, tools=[
         {"name": HOSTILE, "error": TimeoutError(f"upstream timed out {HOSTILE}")},
         {"name": HOSTILE},

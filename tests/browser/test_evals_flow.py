@@ -54,7 +54,7 @@ class _Receiver(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def webhook(settings, member):
+def webhook(settings, project):
     """The project's webhook channel, pointing at a receiver on 127.0.0.1 (allowed for this test)."""
     settings.TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS = True
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
@@ -63,7 +63,7 @@ def webhook(settings, member):
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     channel = AlertChannel.objects.create(
-        project=member[1], kind="webhook", name="On-call hook", target=f"http://127.0.0.1:{server.server_port}/hook"
+        project=project, kind="webhook", name="On-call hook", target=f"http://127.0.0.1:{server.server_port}/hook"
     )
     yield channel, server.received
     server.shutdown()
@@ -84,9 +84,8 @@ def deliveries_sent_at_once():
 
 
 @pytest.fixture
-def failed_search(live_server, member):
+def failed_search(live_server, project):
     """A search_flights call that failed in production, with its arguments, sent over OTLP."""
-    _, project = member
     ids: dict[str, str] = {}
 
     def build(tracer) -> None:
@@ -162,10 +161,9 @@ def open_run(page, base: str, label: str):
 
 
 def test_a_failure_becomes_a_pinned_case_that_ci_runs_and_its_regression_is_alerted(
-    logged_in_page, live_server, member, failed_search, webhook, deliveries_sent_at_once, dialogs, tmp_path
+    logged_in_page, live_server, project, failed_search, webhook, deliveries_sent_at_once, dialogs, tmp_path
 ):
     page = logged_in_page
-    _, project = member
     trace_id, span_id = failed_search
     channel, received = webhook
     server, slug = live_server.url, project.slug

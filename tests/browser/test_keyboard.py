@@ -19,9 +19,9 @@ def focused(page) -> dict:
     )
 
 
-def test_tab_reaches_every_main_nav_link_with_a_visible_outline(logged_in_page, live_server, member):
+def test_tab_reaches_every_main_nav_link_with_a_visible_outline(logged_in_page, live_server, project):
     page = logged_in_page
-    page.goto(f"{live_server.url}/p/{member[1].slug}/")
+    page.goto(f"{live_server.url}/p/{project.slug}/")
     nav_links = page.get_by_role("navigation", name="Project").get_by_role("link")
     expect(nav_links.first).to_be_visible()
     wanted = set(nav_links.all_inner_texts())

@@ -10,8 +10,8 @@ from tests.browser.conftest import PASSWORD, log_in, screenshot
 pytestmark = pytest.mark.browser
 
 
-def test_a_visitor_logs_in_lands_on_the_overview_and_logs_out(page, live_server, member):
-    user, project = member
+def test_a_visitor_logs_in_lands_on_the_overview_and_logs_out(page, live_server, owner, project):
+    user = owner
     page.goto(f"{live_server.url}/p/{project.slug}/")
     expect(page).to_have_url(re.compile(r"/login/\?next="))
     screenshot(page, "login")
@@ -28,8 +28,8 @@ def test_a_visitor_logs_in_lands_on_the_overview_and_logs_out(page, live_server,
     expect(page).to_have_url(re.compile(r"/login/\?next="))
 
 
-def test_a_wrong_password_shows_the_error_and_stays_on_the_form(page, live_server, member):
-    user, _ = member
+def test_a_wrong_password_shows_the_error_and_stays_on_the_form(page, live_server, owner, project):
+    user = owner
 
     log_in(page, live_server, user.get_username(), "not-the-password")
 

@@ -6,7 +6,6 @@ import datetime as dt
 import json
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
@@ -58,24 +57,6 @@ def make_delivery(alert, *, name="Ops webhook", status="failed", **fields) -> De
     )  # fmt: skip
 
 
-@pytest.fixture
-def project(db):
-    return make_project("Support agents", slug="support")
-
-
-@pytest.fixture
-def member(project):
-    user = get_user_model().objects.create_user("alice")
-    Membership.objects.create(project=project, user=user)
-    return user
-
-
-@pytest.fixture
-def logged_in(client, member):
-    client.force_login(member)
-    return client
-
-
 def page(client, url: str) -> str:
     response = client.get(url)
     assert response.status_code == 200, response.status_code
@@ -89,84 +70,84 @@ def messages_of(response) -> list[str]:
 # --- the list -----------------------------------------------------------------------------------
 
 
-def test_the_list_shows_open_and_acknowledged_alerts_before_resolved_ones_newest_first(logged_in, project):
+def test_the_list_shows_open_and_acknowledged_alerts_before_resolved_ones_newest_first(member_client, project):
     old_resolved = make_alert(project, tool="a", status="resolved", age_hours=30)
     new_resolved = make_alert(project, tool="b", status="resolved", age_hours=2)
     old_open = make_alert(project, tool="c", age_hours=50)
     acknowledged = make_alert(project, tool="d", status="acknowledged", age_hours=5)
 
-    response = logged_in.get("/p/support/alerts/")
+    response = member_client.get("/p/alpha/alerts/")
 
     shown = [a.pk for a in response.context["alerts"]]
     assert shown == [acknowledged.pk, old_open.pk, new_resolved.pk, old_resolved.pk]
 
 
-def test_each_row_has_the_kind_label_a_link_to_the_tool_the_status_and_the_summary(logged_in, project):
+def test_each_row_has_the_kind_label_a_link_to_the_tool_the_status_and_the_summary(member_client, project):
     make_alert(project, tool="lookup_order", summary="retries per call rose from 0.08 to 0.42")
 
-    html = page(logged_in, "/p/support/alerts/")
+    html = page(member_client, "/p/alpha/alerts/")
 
     assert "Retry rate up, error rate flat" in html
-    assert 'href="/p/support/tools/lookup_order/"' in html
+    assert 'href="/p/alpha/tools/lookup_order/"' in html
     assert "retries per call rose from 0.08 to 0.42" in html
     assert 'class="alertstatus alertstatus-open"' in html
 
 
-def test_the_list_filters_by_status_kind_and_tool(logged_in, project):
+def test_the_list_filters_by_status_kind_and_tool(member_client, project):
     spike = make_alert(project, tool="search", kind="error_rate_spike")
     make_alert(project, tool="search", kind="wasted_retries")
     make_alert(project, tool="lookup", kind="error_rate_spike", status="resolved")
 
     def shown(query: str) -> list[int]:
-        return [a.pk for a in logged_in.get(f"/p/support/alerts/?{query}").context["alerts"]]
+        return [a.pk for a in member_client.get(f"/p/alpha/alerts/?{query}").context["alerts"]]
 
     assert shown("status=open&kind=error_rate_spike&tool=search") == [spike.pk]
     assert len(shown("status=resolved")) == 1
     assert len(shown("tool=search")) == 2
 
 
-def test_a_bad_filter_is_named_and_the_list_shows_every_alert(logged_in, project):
+def test_a_bad_filter_is_named_and_the_list_shows_every_alert(member_client, project):
     make_alert(project)
 
-    response = logged_in.get("/p/support/alerts/?status=burning")
+    response = member_client.get("/p/alpha/alerts/?status=burning")
 
     assert "status=&#x27;burning&#x27; is not one of open, acknowledged, resolved" in response.content.decode()
     assert len(response.context["alerts"]) == 1
 
 
-def test_the_list_is_paginated_and_its_page_links_keep_the_filters(logged_in, project):
+def test_the_list_is_paginated_and_its_page_links_keep_the_filters(member_client, project):
     for n in range(55):
         make_alert(project, tool=f"tool{n:02}", kind="error_rate_spike", age_hours=n + 1)
 
-    first = logged_in.get("/p/support/alerts/?kind=error_rate_spike")
-    second = logged_in.get("/p/support/alerts/?kind=error_rate_spike&page=2")
+    first = member_client.get("/p/alpha/alerts/?kind=error_rate_spike")
+    second = member_client.get("/p/alpha/alerts/?kind=error_rate_spike&page=2")
 
     assert len(first.context["alerts"]) == 50
     assert 'href="?kind=error_rate_spike&amp;page=2"' in first.content.decode()
     assert [a.tool for a in second.context["alerts"]] == ["tool50", "tool51", "tool52", "tool53", "tool54"]
 
 
-def test_the_list_makes_a_fixed_number_of_queries(logged_in, project, django_assert_max_num_queries):
+def test_the_list_makes_a_fixed_number_of_queries(member_client, project, django_assert_max_num_queries):
     for n in range(6):
         alert = make_alert(project, tool=f"tool{n}", status="resolved" if n % 2 else "open")
         make_delivery(alert, name=f"channel {n}")
 
     # session, user, project, the nav's projects, the count, the page, the tool filter's choices
     with django_assert_max_num_queries(7):
-        assert logged_in.get("/p/support/alerts/").status_code == 200
+        assert member_client.get("/p/alpha/alerts/").status_code == 200
 
 
-def test_the_list_says_plainly_when_there_are_no_alerts(logged_in, project):
-    assert "No alerts yet." in page(logged_in, "/p/support/alerts/")
+def test_the_list_says_plainly_when_there_are_no_alerts(member_client, project):
+    assert "No alerts yet." in page(member_client, "/p/alpha/alerts/")
 
 
 # --- one alert ----------------------------------------------------------------------------------
 
 
-def test_the_alert_page_explains_the_kind_and_shows_the_evidence_chart_numbers_and_sample_traces(logged_in, project):
+def test_the_alert_page_explains_the_kind_and_shows_the_evidence_chart_numbers_and_sample_traces(member_client, project):
     alert = make_alert(project)
 
-    response = logged_in.get(f"/p/support/alerts/{alert.pk}/")
+    response = member_client.get(f"/p/alpha/alerts/{alert.pk}/")
     html = response.content.decode()
 
     assert "Retries per call rose significantly while the error rate stayed flat" in html
@@ -175,63 +156,63 @@ def test_the_alert_page_explains_the_kind_and_shows_the_evidence_chart_numbers_a
     assert [shape["fillcolor"] for shape in figure["layout"]["shapes"]]  # baseline and recent shaded
     assert "Recent calls" in html and "2,480" in html and "9.713" in html
     assert "Thresholds used" in html
-    assert f'href="/p/support/traces/{TRACE_ID}/"' in html
+    assert f'href="/p/alpha/traces/{TRACE_ID}/"' in html
 
 
-def test_the_alert_page_lists_each_sample_trace_once_in_the_order_sampled(logged_in, project):
+def test_the_alert_page_lists_each_sample_trace_once_in_the_order_sampled(member_client, project):
     other = "a" * 32
     alert = make_alert(project)
     alert.evidence["sample_trace_ids"] = [TRACE_ID, TRACE_ID, other, TRACE_ID, other]
     alert.save(update_fields=["evidence"])
 
-    response = logged_in.get(f"/p/support/alerts/{alert.pk}/")
+    response = member_client.get(f"/p/alpha/alerts/{alert.pk}/")
 
     assert [trace_id for trace_id, _ in response.context["samples"]] == [TRACE_ID, other]
-    assert response.content.decode().count(f'href="/p/support/traces/{TRACE_ID}/"') == 1
+    assert response.content.decode().count(f'href="/p/alpha/traces/{TRACE_ID}/"') == 1
 
 
-def test_the_alert_page_shows_the_delivery_log_but_never_the_channels_target_or_secret(logged_in, project):
+def test_the_alert_page_shows_the_delivery_log_but_never_the_channels_target_or_secret(member_client, project):
     alert = make_alert(project)
     delivery = make_delivery(alert, last_error="HTTP 503: upstream down", response_code=503, attempts=6)
 
-    html = page(logged_in, f"/p/support/alerts/{alert.pk}/")
+    html = page(member_client, f"/p/alpha/alerts/{alert.pk}/")
 
     assert "Ops webhook" in html and "HTTP 503: upstream down" in html and ">503<" in html and ">6<" in html
     assert "very-secret-path" not in html
     assert delivery.channel.secret not in html
 
 
-def test_the_alert_page_shows_who_acknowledged_and_resolved(logged_in, project):
+def test_the_alert_page_shows_who_acknowledged_and_resolved(member_client, project):
     now = timezone.now()
     alert = make_alert(project, status="resolved", acknowledged_at=now - HOUR, acknowledged_by="bob")
     Alert.objects.filter(pk=alert.pk).update(resolved_by="carol")
 
-    html = page(logged_in, f"/p/support/alerts/{alert.pk}/")
+    html = page(member_client, f"/p/alpha/alerts/{alert.pk}/")
 
     assert "Opened by the drift evaluation" in html
     assert "Acknowledged by bob" in html
     assert "Resolved by carol" in html
 
 
-def test_the_alert_page_makes_a_fixed_number_of_queries(logged_in, project, django_assert_max_num_queries):
+def test_the_alert_page_makes_a_fixed_number_of_queries(member_client, project, django_assert_max_num_queries):
     alert = make_alert(project)
     for n in range(5):
         make_delivery(alert, name=f"channel {n}")
 
     # session, user, project, the nav's projects, the alert, its deliveries with their channels
     with django_assert_max_num_queries(6):
-        assert logged_in.get(f"/p/support/alerts/{alert.pk}/").status_code == 200
+        assert member_client.get(f"/p/alpha/alerts/{alert.pk}/").status_code == 200
 
 
-def test_hostile_tool_names_and_summaries_render_as_text_on_both_pages_and_in_the_chart(logged_in, project):
+def test_hostile_tool_names_and_summaries_render_as_text_on_both_pages_and_in_the_chart(member_client, project):
     alert = make_alert(project, tool=HOSTILE, summary=f"it broke {HOSTILE}")
     make_delivery(alert, name=HOSTILE, last_error=HOSTILE)
 
-    for url in ("/p/support/alerts/", f"/p/support/alerts/{alert.pk}/"):
-        html = page(logged_in, url)
+    for url in ("/p/alpha/alerts/", f"/p/alpha/alerts/{alert.pk}/"):
+        html = page(member_client, url)
         assert HOSTILE not in html
         assert ESCAPED in html
-    chart_json = page(logged_in, f"/p/support/alerts/{alert.pk}/").split('id="alert-evidence"')[1].split("</script>")[0]
+    chart_json = page(member_client, f"/p/alpha/alerts/{alert.pk}/").split('id="alert-evidence"')[1].split("</script>")[0]
     figure = json.loads(chart_json.split(">", 1)[1])
     assert "<b>" not in json.dumps(figure)
     assert ESCAPED in json.dumps(figure)
@@ -240,22 +221,22 @@ def test_hostile_tool_names_and_summaries_render_as_text_on_both_pages_and_in_th
 # --- actions ------------------------------------------------------------------------------------
 
 
-def test_acknowledging_records_who_and_says_so(logged_in, project):
+def test_acknowledging_records_who_and_says_so(member_client, project):
     alert = make_alert(project)
 
-    response = logged_in.post(f"/p/support/alerts/{alert.pk}/acknowledge/", follow=True)
+    response = member_client.post(f"/p/alpha/alerts/{alert.pk}/acknowledge/", follow=True)
 
     alert.refresh_from_db()
     assert (alert.status, alert.acknowledged_by) == ("acknowledged", "alice")
-    assert response.redirect_chain[-1][0] == f"/p/support/alerts/{alert.pk}/"
+    assert response.redirect_chain[-1][0] == f"/p/alpha/alerts/{alert.pk}/"
     assert messages_of(response) == [f"Alert #{alert.pk} acknowledged."]
 
 
-def test_resolving_records_who_and_a_second_resolve_is_a_clear_no_op(logged_in, project):
+def test_resolving_records_who_and_a_second_resolve_is_a_clear_no_op(member_client, project):
     alert = make_alert(project, status="acknowledged")
 
-    logged_in.post(f"/p/support/alerts/{alert.pk}/resolve/")
-    again = logged_in.post(f"/p/support/alerts/{alert.pk}/resolve/", follow=True)
+    member_client.post(f"/p/alpha/alerts/{alert.pk}/resolve/")
+    again = member_client.post(f"/p/alpha/alerts/{alert.pk}/resolve/", follow=True)
 
     alert.refresh_from_db()
     assert (alert.status, alert.resolved_by) == ("resolved", "alice")
@@ -265,46 +246,46 @@ def test_resolving_records_who_and_a_second_resolve_is_a_clear_no_op(logged_in, 
     assert "was already resolved by alice" in second and second.endswith("nothing changed.")
 
 
-def test_acknowledging_a_resolved_alert_says_there_is_nothing_to_acknowledge(logged_in, project):
+def test_acknowledging_a_resolved_alert_says_there_is_nothing_to_acknowledge(member_client, project):
     alert = make_alert(project, status="resolved")
 
-    response = logged_in.post(f"/p/support/alerts/{alert.pk}/acknowledge/", follow=True)
+    response = member_client.post(f"/p/alpha/alerts/{alert.pk}/acknowledge/", follow=True)
 
     alert.refresh_from_db()
     assert alert.status == "resolved" and alert.acknowledged_by == ""
     assert messages_of(response) == [f"Alert #{alert.pk} is resolved; there is nothing to acknowledge."]
 
 
-def test_muting_for_a_period_and_unmuting(logged_in, project):
+def test_muting_for_a_period_and_unmuting(member_client, project):
     alert = make_alert(project)
     before = timezone.now()
 
-    muted = logged_in.post(f"/p/support/alerts/{alert.pk}/mute/", {"period": "8h"}, follow=True)
+    muted = member_client.post(f"/p/alpha/alerts/{alert.pk}/mute/", {"period": "8h"}, follow=True)
     alert.refresh_from_db()
     assert before + 8 * HOUR <= alert.muted_until <= timezone.now() + 8 * HOUR
     assert "muted until" in messages_of(muted)[0]
     assert "Unmute" in muted.content.decode()
 
-    unmuted = logged_in.post(f"/p/support/alerts/{alert.pk}/unmute/", follow=True)
+    unmuted = member_client.post(f"/p/alpha/alerts/{alert.pk}/unmute/", follow=True)
     alert.refresh_from_db()
     assert alert.muted_until is None
     assert messages_of(unmuted) == [f"Alert #{alert.pk} unmuted: its messages will be sent again."]
 
 
-def test_a_mute_period_that_is_not_offered_is_named(logged_in, project):
+def test_a_mute_period_that_is_not_offered_is_named(member_client, project):
     alert = make_alert(project)
 
-    response = logged_in.post(f"/p/support/alerts/{alert.pk}/mute/", {"period": "forever"}, follow=True)
+    response = member_client.post(f"/p/alpha/alerts/{alert.pk}/mute/", {"period": "forever"}, follow=True)
 
     alert.refresh_from_db()
     assert alert.muted_until is None
     assert "period='forever' is not one of 1 hour, 8 hours, 24 hours, 7 days" in messages_of(response)[0]
 
 
-def test_actions_need_a_post(logged_in, project):
+def test_actions_need_a_post(member_client, project):
     alert = make_alert(project)
 
-    assert logged_in.get(f"/p/support/alerts/{alert.pk}/resolve/").status_code == 405
+    assert member_client.get(f"/p/alpha/alerts/{alert.pk}/resolve/").status_code == 405
     alert.refresh_from_db()
     assert alert.status == "open"
 
@@ -314,7 +295,7 @@ def test_actions_are_refused_without_a_csrf_token(member, project):
     client = Client(enforce_csrf_checks=True)
     client.force_login(member)
 
-    response = client.post(f"/p/support/alerts/{alert.pk}/resolve/")
+    response = client.post(f"/p/alpha/alerts/{alert.pk}/resolve/")
 
     assert response.status_code == 403
     alert.refresh_from_db()
@@ -326,9 +307,9 @@ def test_the_forms_on_the_alert_page_carry_a_csrf_token(member, project):
     client = Client(enforce_csrf_checks=True)
     client.force_login(member)
 
-    html = page(client, f"/p/support/alerts/{alert.pk}/")
+    html = page(client, f"/p/alpha/alerts/{alert.pk}/")
     token = html.split('name="csrfmiddlewaretoken" value="')[1].split('"')[0]
-    response = client.post(f"/p/support/alerts/{alert.pk}/acknowledge/", {"csrfmiddlewaretoken": token})
+    response = client.post(f"/p/alpha/alerts/{alert.pk}/acknowledge/", {"csrfmiddlewaretoken": token})
 
     assert response.status_code == 302
     alert.refresh_from_db()
@@ -338,16 +319,15 @@ def test_the_forms_on_the_alert_page_carry_a_csrf_token(member, project):
 # --- scoping ------------------------------------------------------------------------------------
 
 
-def test_outsiders_get_404_for_the_pages_and_the_actions(client, project):
+def test_outsiders_get_404_for_the_pages_and_the_actions(client, project, outsider):
     alert = make_alert(project)
-    outsider = get_user_model().objects.create_user("mallory")
     Membership.objects.create(project=make_project("Own", slug="own"), user=outsider)
     client.force_login(outsider)
 
-    assert client.get("/p/support/alerts/").status_code == 404
-    assert client.get(f"/p/support/alerts/{alert.pk}/").status_code == 404
+    assert client.get("/p/alpha/alerts/").status_code == 404
+    assert client.get(f"/p/alpha/alerts/{alert.pk}/").status_code == 404
     for action in ("acknowledge", "resolve", "mute", "unmute"):
-        assert client.post(f"/p/support/alerts/{alert.pk}/{action}/", {"period": "1h"}).status_code == 404
+        assert client.post(f"/p/alpha/alerts/{alert.pk}/{action}/", {"period": "1h"}).status_code == 404
     # Nor through a project of their own.
     assert client.get(f"/p/own/alerts/{alert.pk}/").status_code == 404
     assert client.post(f"/p/own/alerts/{alert.pk}/resolve/").status_code == 404
@@ -356,15 +336,12 @@ def test_outsiders_get_404_for_the_pages_and_the_actions(client, project):
 
 
 def test_the_pages_need_a_login(client, project):
-    response = client.get("/p/support/alerts/")
+    response = client.get("/p/alpha/alerts/")
 
     assert response.status_code == 302 and response["Location"].startswith("/login/")
 
 
-def test_an_eval_regression_alert_is_labelled_and_links_its_run_and_cases(client, db):
-    user = get_user_model().objects.create_user("erin", password="pw-erin-123")
-    project = make_project("Evals")
-    Membership.objects.create(project=project, user=user)
+def test_an_eval_regression_alert_is_labelled_and_links_its_run_and_cases(client, member, project):
     now = timezone.now()
     alert = Alert.objects.create(
         project=project, tool="search_flights", kind="eval_regression", opened_at=now, last_seen_at=now,
@@ -372,7 +349,7 @@ def test_an_eval_regression_alert_is_labelled_and_links_its_run_and_cases(client
         evidence={"run_id": 7, "run_label": "git:abc", "git_sha": "abc", "cases": [
             {"case_id": 3, "version": 2, "title": "<b>bad date</b>", "status": "failed", "reasons": ["expected success"]}]},
     )  # fmt: skip
-    client.force_login(user)
+    client.force_login(member)
 
     page = client.get(f"/p/{project.slug}/alerts/{alert.pk}/").content.decode()
     listing = client.get(f"/p/{project.slug}/alerts/?kind=eval_regression").content.decode()

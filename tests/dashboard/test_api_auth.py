@@ -17,11 +17,10 @@ HOSTILE = "<script>alert(1)</script><b>x</b>"
 
 
 @pytest.fixture
-def alice(db):
-    user = get_user_model().objects.create_user("alice", password="pw-alice-123")
-    for name in ("Alpha", "Beta"):
-        Membership.objects.create(project=make_project(name, slug=name.lower()), user=user)
-    return user
+def alice(member, project):
+    """The cast's member alice: in its project Alpha, and in Beta too."""
+    Membership.objects.create(project=make_project("Beta", slug="beta"), user=member)
+    return member
 
 
 @pytest.fixture

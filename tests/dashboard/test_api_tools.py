@@ -2,7 +2,6 @@
 as JSON, same range and filters, 400 naming a bad parameter, 404 for outsiders, flat query counts."""
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tests.dashboard.selectors.test_selectors import (  # noqa: F401
     HOSTILE,
@@ -15,21 +14,19 @@ from tests.dashboard.selectors.test_selectors import (  # noqa: F401
     open_alert,
     without_totals,
 )
-from tests.factories import make_member
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def member(frozen, client):  # noqa: F811
-    user, project = make_member()
+def three_tools(frozen, member_client, project):  # noqa: F811
+    """Three tools' rollups over the last hours in the cast's project, one with an open alert; `client` logged in as its member."""
     for n, tool in enumerate(("search", "refund", "lookup")):
         for hour in range(1, 4):
             add_rollup(project, tool, NOW - hour * HOUR, service=f"svc-{n % 2}", calls=10 * (n + 1), errors=n,
                        classes={"transient": n}, retries=n, latencies=[10.0 * (n + 1)])  # fmt: skip
     open_alert(project, "refund")
-    client.force_login(user)
-    return user, project
+    return project
 
 
 def get(client, url, status=200):
@@ -38,7 +35,7 @@ def get(client, url, status=200):
     return response.json()
 
 
-def test_the_tools_list_is_the_overview_table_sorted_and_paginated(client, member):
+def test_the_tools_list_is_the_overview_table_sorted_and_paginated(client, three_tools):
     body = get(client, "/api/v1/projects/alpha/tools/?range=24h&sort=-error_rate")
 
     assert body["count"] == 3 and body["next"] is None
@@ -51,20 +48,20 @@ def test_the_tools_list_is_the_overview_table_sorted_and_paginated(client, membe
     assert len(lookup["sparkline"]) == 25
 
 
-def test_the_tools_list_takes_the_pages_filters(client, member):
+def test_the_tools_list_takes_the_pages_filters(client, three_tools):
     body = get(client, "/api/v1/projects/alpha/tools/?service=svc-1")
 
     assert [row["tool"] for row in body["results"]] == ["refund"]
 
 
-def test_bad_parameters_are_400s_naming_them(client, member):
+def test_bad_parameters_are_400s_naming_them(client, three_tools):
     assert "is not a column" in get(client, "/api/v1/projects/alpha/tools/?sort=colour", 400)["sort"][0]
     assert "is not one of" in get(client, "/api/v1/projects/alpha/tools/?range=2y", 400)["range"][0]
     assert "start" in get(client, "/api/v1/projects/alpha/summary/?range=custom&start=soon&end=2026-11-20", 400)["range"][0]
     assert "hourly rollups" in get(client, "/api/v1/projects/alpha/tools/search/series/?step=5400", 400)["step"][0]
 
 
-def test_a_tools_series_gives_counts_rates_and_latency_per_step(client, member):
+def test_a_tools_series_gives_counts_rates_and_latency_per_step(client, three_tools):
     body = get(client, "/api/v1/projects/alpha/tools/refund/series/?range=24h&step=3600")
 
     assert body["tool"] == "refund" and body["step"] == 3600 and body["range"]["key"] == "24h"
@@ -76,14 +73,14 @@ def test_a_tools_series_gives_counts_rates_and_latency_per_step(client, member):
     assert quiet["calls"] == 0 and quiet["error_rate"] is None and quiet["p50_ms"] is None
 
 
-def test_a_tool_without_calls_still_has_every_step(client, member):
+def test_a_tool_without_calls_still_has_every_step(client, three_tools):
     body = get(client, "/api/v1/projects/alpha/tools/nothing/series/?range=1h")
 
     assert body["step"] == 300 and len(body["points"]) == 12 and all(point["calls"] == 0 for point in body["points"])
 
 
-def test_tool_names_with_slashes_and_markup_round_trip(client, member):
-    _, project = member
+def test_tool_names_with_slashes_and_markup_round_trip(client, three_tools):
+    project = three_tools
     add_rollup(project, f"mcp/{HOSTILE}", NOW - HOUR, calls=2)
 
     body = get(client, f"/api/v1/projects/alpha/tools/mcp/{HOSTILE}/series/?step=3600")
@@ -91,7 +88,7 @@ def test_tool_names_with_slashes_and_markup_round_trip(client, member):
     assert body["tool"] == f"mcp/{HOSTILE}" and sum(point["calls"] for point in body["points"]) == 2
 
 
-def test_the_summary_is_the_projects_totals(client, member):
+def test_the_summary_is_the_projects_totals(client, three_tools):
     body = get(client, "/api/v1/projects/alpha/summary/?range=24h")
 
     assert (body["calls"], body["errors"], body["retries"]) == (180, 9, 9)
@@ -99,16 +96,16 @@ def test_the_summary_is_the_projects_totals(client, member):
     assert get(client, "/api/v1/projects/alpha/summary/?service=svc-1")["calls"] == 60
 
 
-def test_outsiders_get_404_and_strangers_no_data(client, member):
-    client.force_login(get_user_model().objects.create_user("mallory", password="pw-mallory-123"))
+def test_outsiders_get_404_and_strangers_no_data(client, three_tools, outsider):
+    client.force_login(outsider)
     for url in ("/api/v1/projects/alpha/tools/", "/api/v1/projects/alpha/tools/search/series/", "/api/v1/projects/alpha/summary/"):
         assert client.get(url).status_code == 404
     client.logout()
     assert client.get("/api/v1/projects/alpha/tools/").status_code in (401, 403)
 
 
-def test_each_endpoint_makes_a_fixed_number_of_queries(client, member, django_assert_max_num_queries):
-    _, project = member
+def test_each_endpoint_makes_a_fixed_number_of_queries(client, three_tools, django_assert_max_num_queries):
+    project = three_tools
     for n in range(15):
         add_rollup(project, f"extra_{n}", NOW - HOUR, calls=2, errors=1, latencies=[1.0], contract={"explicit_class": (1, 1)})
         open_alert(project, f"extra_{n}")
@@ -121,7 +118,7 @@ def test_each_endpoint_makes_a_fixed_number_of_queries(client, member, django_as
         get(client, "/api/v1/projects/alpha/summary/?range=7d")
 
 
-def test_the_schema_documents_the_endpoints(client, member):
+def test_the_schema_documents_the_endpoints(client, three_tools):
     schema = client.get("/api/schema/?format=json").json()
 
     tools = schema["paths"]["/api/v1/projects/{project}/tools/"]["get"]
@@ -131,8 +128,8 @@ def test_the_schema_documents_the_endpoints(client, member):
     assert "/api/v1/projects/{project}/summary/" in schema["paths"]
 
 
-def test_the_endpoints_give_the_same_numbers_with_and_without_the_per_tool_totals(client, member, monkeypatch):
-    _, project = member
+def test_the_endpoints_give_the_same_numbers_with_and_without_the_per_tool_totals(client, three_tools, monkeypatch):
+    project = three_tools
     ingest_demo(project)
     urls = [
         "/api/v1/projects/alpha/tools/?range=24h", "/api/v1/projects/alpha/tools/?range=30d&sort=-p95_ms",

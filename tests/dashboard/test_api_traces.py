@@ -5,14 +5,12 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tests.dashboard.test_traces_page import (  # noqa: F401 (fixtures)
     BASE_NS,
     HOSTILE,
     MS,
     many,
-    member,
     mixed,
     send,
     signed_in,
@@ -38,8 +36,8 @@ def test_the_api_needs_authentication(client, mixed):
     assert calls(client, mixed).status_code in (401, 403)
 
 
-def test_an_outsider_gets_404_even_with_bad_parameters(client, mixed):
-    client.force_login(get_user_model().objects.create_user("mallory", password="pw-mallory-123"))
+def test_an_outsider_gets_404_even_with_bad_parameters(client, mixed, outsider):
+    client.force_login(outsider)
 
     assert calls(client, mixed).status_code == 404
     assert calls(client, mixed, **{"class": "nope"}).status_code == 404

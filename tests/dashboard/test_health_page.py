@@ -6,7 +6,6 @@ import datetime as dt
 import json
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from dashboard.rollups.rows import floor_time
@@ -18,19 +17,6 @@ pytestmark = pytest.mark.django_db
 HOSTILE = "<script>alert(1)</script><b>x</b>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;"
 HOUR = dt.timedelta(hours=1)
-
-
-@pytest.fixture
-def project(db):
-    return make_project("Support agents", slug="support")
-
-
-@pytest.fixture
-def logged_in(client, project):
-    user = get_user_model().objects.create_user("alice")
-    Membership.objects.create(project=project, user=user)
-    client.force_login(user)
-    return client
 
 
 def stat(project, outcome: str, count: int, reason: str = "", hours_ago: int = 0) -> IngestStat:
@@ -46,11 +32,11 @@ def some_traffic(project) -> None:
     stat(project, "refused", 2, "415 unsupported media type text/plain")
 
 
-def test_the_page_charts_each_outcome_and_totals_them_over_the_range(logged_in, project):
+def test_the_page_charts_each_outcome_and_totals_them_over_the_range(member_client, project):
     some_traffic(project)
     stat(project, "accepted", 5000, hours_ago=30)  # outside the default 24 h
 
-    response = logged_in.get("/p/support/health/")
+    response = member_client.get("/p/alpha/health/")
     html = response.content.decode()
 
     assert response.context["health"].totals == {"accepted": 1000, "duplicate": 7, "rejected": 4, "refused": 2}
@@ -60,11 +46,11 @@ def test_the_page_charts_each_outcome_and_totals_them_over_the_range(logged_in, 
     assert "Refused requests" in html
 
 
-def test_totals_read_with_thousands_separators_and_only_problems_above_zero_are_coloured(logged_in, project):
+def test_totals_read_with_thousands_separators_and_only_problems_above_zero_are_coloured(member_client, project):
     stat(project, "accepted", 20076)
     stat(project, "refused", 3, "415 unsupported media type text/plain")
 
-    html = logged_in.get("/p/support/health/").content.decode()
+    html = member_client.get("/p/alpha/health/").content.decode()
 
     assert "<dd>20,076</dd>" in html
     assert 'class="total total-refused nonzero"' in html
@@ -77,21 +63,21 @@ def test_the_num_filter_writes_counts_the_same_way_everywhere():
     assert [num(20076), num(0), num(None), num(1234.0), num(12.5), num("7")] == ["20,076", "0", "—", "1,234", "12.5", "7"]
 
 
-def test_the_range_of_the_page_is_the_range_counted(logged_in, project):
+def test_the_range_of_the_page_is_the_range_counted(member_client, project):
     stat(project, "accepted", 5000, hours_ago=30)
 
-    week = logged_in.get("/p/support/health/?range=7d")
-    day = logged_in.get("/p/support/health/?range=24h")
+    week = member_client.get("/p/alpha/health/?range=7d")
+    day = member_client.get("/p/alpha/health/?range=24h")
 
     assert week.context["health"].totals["accepted"] == 5000
     assert day.context["health"].totals["accepted"] == 0
 
 
-def test_rejections_and_refusals_are_listed_by_reason(logged_in, project):
+def test_rejections_and_refusals_are_listed_by_reason(member_client, project):
     some_traffic(project)
     stat(project, "rejected", 3, "span start is older than the project's retention", hours_ago=1)
 
-    response = logged_in.get("/p/support/health/")
+    response = member_client.get("/p/alpha/health/")
     html = response.content.decode()
 
     reasons = [(r.outcome, r.reason, r.count) for r in response.context["health"].reasons]
@@ -102,11 +88,11 @@ def test_rejections_and_refusals_are_listed_by_reason(logged_in, project):
     assert "span start is older than the project&#x27;s retention" in html
 
 
-def test_hostile_reasons_render_as_text_on_the_page_and_in_the_chart(logged_in, project):
+def test_hostile_reasons_render_as_text_on_the_page_and_in_the_chart(member_client, project):
     stat(project, "refused", 1, HOSTILE)
     stat(project, "rejected", 1, HOSTILE)
 
-    html = logged_in.get("/p/support/health/").content.decode()
+    html = member_client.get("/p/alpha/health/").content.decode()
 
     assert HOSTILE not in html
     assert ESCAPED in html
@@ -115,13 +101,13 @@ def test_hostile_reasons_render_as_text_on_the_page_and_in_the_chart(logged_in, 
     assert ESCAPED in figure["data"][3]["hovertext"][-1]
 
 
-def test_the_keys_are_listed_by_prefix_and_dates_never_the_key(logged_in, project):
+def test_the_keys_are_listed_by_prefix_and_dates_never_the_key(member_client, project):
     key, plain = api_key_create(project=project)
     revoked, _ = api_key_create(project=project)
     api_key_revoke(key=revoked)
     ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now(), name="ci <exporter>")
 
-    response = logged_in.get("/p/support/health/")
+    response = member_client.get("/p/alpha/health/")
     html = response.content.decode()
 
     assert plain not in html and key.hashed_key not in html
@@ -131,31 +117,31 @@ def test_the_keys_are_listed_by_prefix_and_dates_never_the_key(logged_in, projec
     assert "never" in html  # the revoked key was never used
 
 
-def test_a_project_that_never_received_anything_says_so_and_how_to_send_spans(logged_in, project):
-    html = logged_in.get("/p/support/health/").content.decode()
+def test_a_project_that_never_received_anything_says_so_and_how_to_send_spans(member_client, project):
+    html = member_client.get("/p/alpha/health/").content.decode()
 
     assert "Nothing has arrived yet" in html
     assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://testserver" in html
     assert 'data-figure="ingest-health"' not in html
 
 
-def test_a_project_quiet_over_the_range_is_told_apart_from_one_that_never_received_anything(logged_in, project):
+def test_a_project_quiet_over_the_range_is_told_apart_from_one_that_never_received_anything(member_client, project):
     stat(project, "accepted", 10, hours_ago=48)
 
-    html = logged_in.get("/p/support/health/").content.decode()
+    html = member_client.get("/p/alpha/health/").content.decode()
 
     assert "Nothing arrived over the last 24 hours" in html
     assert "Nothing has arrived yet" not in html
 
 
-def test_a_bad_range_is_named_and_the_default_shown(logged_in, project):
-    response = logged_in.get("/p/support/health/?range=3y")
+def test_a_bad_range_is_named_and_the_default_shown(member_client, project):
+    response = member_client.get("/p/alpha/health/?range=3y")
 
     assert response.status_code == 200
     assert "range=&#x27;3y&#x27; is not one of" in response.content.decode()
 
 
-def test_the_page_makes_a_fixed_number_of_queries(logged_in, project, django_assert_max_num_queries):
+def test_the_page_makes_a_fixed_number_of_queries(member_client, project, django_assert_max_num_queries):
     some_traffic(project)
     for n in range(5):
         stat(project, "refused", 1, f"reason {n}", hours_ago=n)
@@ -163,13 +149,12 @@ def test_the_page_makes_a_fixed_number_of_queries(logged_in, project, django_ass
 
     # session, user, project, the nav's projects, the counters, the keys
     with django_assert_max_num_queries(6):
-        assert logged_in.get("/p/support/health/?range=7d").status_code == 200
+        assert member_client.get("/p/alpha/health/?range=7d").status_code == 200
 
 
-def test_outsiders_get_404(client, project):
+def test_outsiders_get_404(client, project, outsider):
     stat(project, "accepted", 10)
-    outsider = get_user_model().objects.create_user("mallory")
     Membership.objects.create(project=make_project("Own", slug="own"), user=outsider)
     client.force_login(outsider)
 
-    assert client.get("/p/support/health/").status_code == 404
+    assert client.get("/p/alpha/health/").status_code == 404

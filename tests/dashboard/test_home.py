@@ -1,9 +1,6 @@
 """The home page: the user's projects with their last 24 hours, straight to the overview when
 there is only one, and how to make one when there is none."""
 
-import pytest
-from django.contrib.auth import get_user_model
-
 from dashboard.rollups.refresh import rollups_refresh
 from ingest.models import Membership
 from ingest.services import api_key_create
@@ -12,11 +9,6 @@ from tests.ingest.test_traces_view import JSON, post
 from tests.otlp_builders import json_bytes, json_request, json_span
 
 HOSTILE = '<script>alert("x")</script>'
-
-
-@pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user("alice", password="pw-alice-123")
 
 
 def join(user, *names):
@@ -43,18 +35,18 @@ def test_the_home_page_needs_a_login(client, db):
     assert response["Location"].startswith("/login/")
 
 
-def test_a_user_with_one_project_goes_straight_to_its_overview(client, alice):
-    [project] = join(alice, "Alpha")
-    client.force_login(alice)
+def test_a_user_with_one_project_goes_straight_to_its_overview(client, member):
+    [project] = join(member, "Alpha")
+    client.force_login(member)
 
     response = client.get("/")
 
     assert response.status_code == 302 and response["Location"] == f"/p/{project.slug}/"
 
 
-def test_a_user_with_no_project_is_told_how_to_create_one(client, alice):
+def test_a_user_with_no_project_is_told_how_to_create_one(client, member):
     make_project("Someone else's")
-    client.force_login(alice)
+    client.force_login(member)
 
     page = client.get("/").content.decode()
 
@@ -63,10 +55,10 @@ def test_a_user_with_no_project_is_told_how_to_create_one(client, alice):
     assert "Someone else" not in page
 
 
-def test_projects_are_listed_with_their_last_24_hours_from_the_rollups(client, alice):
-    alpha, beta = join(alice, "Alpha", "Beta")
+def test_projects_are_listed_with_their_last_24_hours_from_the_rollups(client, member):
+    alpha, beta = join(member, "Alpha", "Beta")
     send_failure(client, alpha, "lookup", "timed out")
-    client.force_login(alice)
+    client.force_login(member)
 
     response = client.get("/")
     page = response.content.decode()
@@ -78,19 +70,19 @@ def test_projects_are_listed_with_their_last_24_hours_from_the_rollups(client, a
     assert "100.0 %" in page
 
 
-def test_a_user_does_not_see_another_users_projects(client, alice):
-    join(alice, "Alpha", "Beta")
+def test_a_user_does_not_see_another_users_projects(client, member):
+    join(member, "Alpha", "Beta")
     send_failure(client, make_project("Gamma"), "secret_tool", "timed out")
-    client.force_login(alice)
+    client.force_login(member)
 
     page = client.get("/").content.decode()
 
     assert "Gamma" not in page and "secret_tool" not in page
 
 
-def test_project_names_render_as_text(client, alice):
-    join(alice, HOSTILE, "Beta")
-    client.force_login(alice)
+def test_project_names_render_as_text(client, member):
+    join(member, HOSTILE, "Beta")
+    client.force_login(member)
 
     page = client.get("/").content.decode()
 
@@ -98,10 +90,10 @@ def test_project_names_render_as_text(client, alice):
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
 
 
-def test_the_home_page_makes_a_fixed_number_of_queries(client, alice, django_assert_max_num_queries):
-    for project in join(alice, *(f"P{n}" for n in range(6))):
+def test_the_home_page_makes_a_fixed_number_of_queries(client, member, django_assert_max_num_queries):
+    for project in join(member, *(f"P{n}" for n in range(6))):
         send_failure(client, project, "lookup", "timed out")
-    client.force_login(alice)
+    client.force_login(member)
 
     with django_assert_max_num_queries(4):  # session, user, projects, one grouped rollup query
         assert client.get("/").status_code == 200

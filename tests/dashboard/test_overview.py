@@ -6,7 +6,6 @@ import re
 from html import unescape
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tests.dashboard.selectors.test_selectors import (  # noqa: F401
     HOSTILE,
@@ -20,26 +19,19 @@ from tests.dashboard.selectors.test_selectors import (  # noqa: F401
     without_csrf,
     without_totals,
 )
-from tests.factories import make_member
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def member(frozen):  # noqa: F811
-    return make_member()
-
-
-@pytest.fixture
-def busy(member):
-    """Five tools over the last day, one of them with an open alert."""
-    user, project = member
+def busy(frozen, member, project):  # noqa: F811
+    """Five tools over the last day in the cast's project, one of them with an open alert; (its member, it)."""
     for n, tool in enumerate(("search", "refund", "lookup", "notify", "export")):
         for hour in range(1, 6):
             add_rollup(project, tool, NOW - hour * HOUR, service="svc-a" if n % 2 else "svc-b",
                        calls=10 * (n + 1), errors=n, retries=2 * n, latencies=[20.0 * (n + 1)] * 3)  # fmt: skip
     open_alert(project, "refund", summary="retry rate 0.2 vs baseline 0.1")
-    return user, project
+    return member, project
 
 
 def page(client, user, url):
@@ -53,10 +45,9 @@ def table_tools(html: str) -> list[str]:
     return [unescape(name) for name in re.findall(r'<th scope="row" class="toolname"><a [^>]*>([^<]*)</a>', html)]
 
 
-def test_the_overview_needs_a_login_and_is_404_for_outsiders(client, busy):
+def test_the_overview_needs_a_login_and_is_404_for_outsiders(client, busy, outsider):
     _, project = busy
     assert client.get(f"/p/{project.slug}/").status_code == 302
-    outsider = get_user_model().objects.create_user("mallory", password="pw-mallory-123")
     client.force_login(outsider)
 
     assert client.get(f"/p/{project.slug}/").status_code == 404
@@ -142,16 +133,16 @@ def test_filters_narrow_the_page_and_survive_in_tool_and_sort_links(client, busy
     assert '<option value="svc-a" selected>' in html
 
 
-def test_a_range_without_calls_says_so(client, member):
-    user, project = member
+def test_a_range_without_calls_says_so(client, frozen, member, project):
+    user = member
 
     _, html = page(client, user, f"/p/{project.slug}/")
 
     assert "No tool calls in the last 24 hours" in html
 
 
-def test_hostile_tool_names_and_alert_summaries_render_as_text(client, member):
-    user, project = member
+def test_hostile_tool_names_and_alert_summaries_render_as_text(client, frozen, member, project):
+    user = member
     add_rollup(project, HOSTILE, NOW - HOUR, calls=3, errors=1, service=HOSTILE)
     open_alert(project, HOSTILE, summary=HOSTILE)
 
@@ -189,8 +180,8 @@ def test_the_page_uses_no_inline_script_with_data(client, busy):
 
 
 @pytest.mark.parametrize("query", ["range=1h", "range=24h", "range=30d&sort=-error_rate", "range=7d&sort=p95_ms"])
-def test_the_overview_shows_the_same_numbers_with_and_without_the_per_tool_totals(client, member, monkeypatch, query):
-    user, project = member
+def test_the_overview_shows_the_same_numbers_with_and_without_the_per_tool_totals(client, frozen, member, project, monkeypatch, query):
+    user = member
     ingest_demo(project)
     with_totals, html = page(client, user, f"/p/{project.slug}/?{query}")
 

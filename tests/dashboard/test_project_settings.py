@@ -200,11 +200,6 @@ def test_threshold_rows_list_every_threshold_with_its_default_and_overrides():
 # --- writes -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def owner(db):
-    return User.objects.create_user("olga")
-
-
 def test_creating_a_project_makes_the_creator_its_owner(owner):
     project = ps.project_create(name="Support agents", user=owner)
 

@@ -25,15 +25,11 @@ SLACK_URL = "https://hooks.slack.com/services/T0001/B0001/VerySecretToken123"
 
 
 class Team:
-    """A project with an owner, a member and an outsider (who owns another project)."""
+    """The cast (tests/conftest.py): the project Alpha, its owner olga and member alice, and the
+    outsider mallory, who here owns another project (Beta)."""
 
-    def __init__(self):
-        self.project = make_project("Alpha", slug="alpha")
-        self.owner = User.objects.create_user("olga")
-        self.member = User.objects.create_user("mike")
-        self.outsider = User.objects.create_user("otto")
-        Membership.objects.create(project=self.project, user=self.owner, role="owner")
-        Membership.objects.create(project=self.project, user=self.member, role="member")
+    def __init__(self, project, owner, member, outsider):
+        self.project, self.owner, self.member, self.outsider = project, owner, member, outsider
         Membership.objects.create(project=make_project("Beta", slug="beta"), user=self.outsider, role="owner")
 
     def url(self, name: str, *args) -> str:
@@ -41,8 +37,8 @@ class Team:
 
 
 @pytest.fixture
-def team(db):
-    return Team()
+def team(project, owner, member, outsider):
+    return Team(project, owner, member, outsider)
 
 
 @pytest.fixture
@@ -95,7 +91,7 @@ def test_a_member_sees_settings_read_only(client, team):
 
     assert "Only its owners can change them" in html
     assert "Save project settings" not in html and "Create API key" not in html and "Revoke key" not in html
-    assert "olga" in html and "mike" in html
+    assert "olga" in html and "alice" in html
 
 
 @pytest.mark.parametrize(
@@ -125,7 +121,7 @@ def test_an_outsider_gets_404_for_every_change_and_changes_nothing(client, team)
 
     for url in (team.url("settings-project"), team.url("settings-key-revoke", key.pk),
                 team.url("settings-channel-delete", channel.pk), team.url("settings-member-add")):  # fmt: skip
-        assert client.post(url, {"name": "Hijacked", "retention_days": "1", "username": "otto"}).status_code == 404
+        assert client.post(url, {"name": "Hijacked", "retention_days": "1", "username": "mallory"}).status_code == 404
 
     key.refresh_from_db()
     assert key.revoked_at is None and AlertChannel.objects.filter(pk=channel.pk).exists()
@@ -245,12 +241,12 @@ def test_adding_an_unknown_user_or_a_member_again_is_a_clear_error(client, team)
     as_user(client, team.owner)
 
     unknown = client.post(team.url("settings-member-add"), {"username": "ghost", "role": "member"})
-    again = client.post(team.url("settings-member-add"), {"username": "mike", "role": "member"})
+    again = client.post(team.url("settings-member-add"), {"username": "alice", "role": "member"})
 
     assert unknown.context["member_form"].errors["username"] == [
         "No user is called 'ghost'. They need an account first."
     ]
-    assert again.context["member_form"].errors["username"] == ["'mike' is already a member of this project."]
+    assert again.context["member_form"].errors["username"] == ["'alice' is already a member of this project."]
 
 
 def test_the_last_owner_cannot_be_removed_or_demoted(client, team):

@@ -3,7 +3,6 @@
 import datetime as dt
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from dashboard import tokens
@@ -14,21 +13,11 @@ HOSTILE = "<script>alert(1)</script><b>x</b>"
 URL = "/account/tokens/"
 
 
-@pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user("alice", password="pw-alice-123")
-
-
-@pytest.fixture
-def bob(db):
-    return get_user_model().objects.create_user("bob", password="pw-bob-123")
-
-
 # --- services -------------------------------------------------------------------------
 
 
-def test_a_new_token_is_returned_once_and_only_its_hash_is_stored(alice):
-    token, plain = tokens.api_token_create(user=alice, name="ci")
+def test_a_new_token_is_returned_once_and_only_its_hash_is_stored(member):
+    token, plain = tokens.api_token_create(user=member, name="ci")
 
     assert plain.startswith("twu_") and len(plain) > 40
     assert token.hashed_token == hash_api_key(plain)
@@ -36,33 +25,33 @@ def test_a_new_token_is_returned_once_and_only_its_hash_is_stored(alice):
     assert plain.startswith(token.prefix) and len(token.prefix) == len("twu_") + 8
 
 
-def test_a_token_needs_a_name(alice):
+def test_a_token_needs_a_name(member):
     with pytest.raises(ValueError, match="name the token"):
-        tokens.api_token_create(user=alice, name="   ")
+        tokens.api_token_create(user=member, name="   ")
 
 
-def test_a_token_cannot_expire_in_the_past(alice):
+def test_a_token_cannot_expire_in_the_past(member):
     with pytest.raises(ValueError, match="in the past"):
-        tokens.api_token_create(user=alice, name="ci", expires_at=timezone.now() - dt.timedelta(days=1))
+        tokens.api_token_create(user=member, name="ci", expires_at=timezone.now() - dt.timedelta(days=1))
 
 
-def test_authenticate_finds_the_active_token_and_its_user(alice):
-    _, plain = tokens.api_token_create(user=alice, name="ci")
+def test_authenticate_finds_the_active_token_and_its_user(member):
+    _, plain = tokens.api_token_create(user=member, name="ci")
 
-    assert tokens.api_token_authenticate(plain).user == alice
+    assert tokens.api_token_authenticate(plain).user == member
 
 
 @pytest.mark.parametrize(
     "case, message",
     [("unknown", "not recognised"), ("revoked", "was revoked"), ("expired", "expired at"), ("project key", "project ingest key")],
 )
-def test_authenticate_says_why_a_token_is_refused(alice, case, message):
-    token, plain = tokens.api_token_create(user=alice, name="ci", expires_at=timezone.now() + dt.timedelta(days=1))
+def test_authenticate_says_why_a_token_is_refused(member, case, message):
+    token, plain = tokens.api_token_create(user=member, name="ci", expires_at=timezone.now() + dt.timedelta(days=1))
     now = timezone.now()
     if case == "unknown":
         plain = "twu_" + "x" * 43
     elif case == "revoked":
-        tokens.api_token_revoke(user=alice, token_id=token.pk)
+        tokens.api_token_revoke(user=member, token_id=token.pk)
     elif case == "expired":
         now += dt.timedelta(days=2)
     else:
@@ -72,17 +61,17 @@ def test_authenticate_says_why_a_token_is_refused(alice, case, message):
         tokens.api_token_authenticate(plain, now=now)
 
 
-def test_a_token_of_an_inactive_user_is_refused(alice):
-    _, plain = tokens.api_token_create(user=alice, name="ci")
-    alice.is_active = False
-    alice.save()
+def test_a_token_of_an_inactive_user_is_refused(member):
+    _, plain = tokens.api_token_create(user=member, name="ci")
+    member.is_active = False
+    member.save()
 
     with pytest.raises(tokens.TokenError, match="inactive"):
         tokens.api_token_authenticate(plain)
 
 
-def test_last_used_is_written_at_most_once_a_minute(alice, django_assert_num_queries):
-    token, _ = tokens.api_token_create(user=alice, name="ci")
+def test_last_used_is_written_at_most_once_a_minute(member, django_assert_num_queries):
+    token, _ = tokens.api_token_create(user=member, name="ci")
     now = timezone.now()
 
     with django_assert_num_queries(1):
@@ -96,11 +85,11 @@ def test_last_used_is_written_at_most_once_a_minute(alice, django_assert_num_que
     assert token.last_used_at == now + dt.timedelta(seconds=60)
 
 
-def test_a_user_cannot_revoke_another_users_token(alice, bob):
-    token, _ = tokens.api_token_create(user=alice, name="ci")
+def test_a_user_cannot_revoke_another_users_token(member, outsider):
+    token, _ = tokens.api_token_create(user=member, name="ci")
 
     with pytest.raises(ApiToken.DoesNotExist):
-        tokens.api_token_revoke(user=bob, token_id=token.pk)
+        tokens.api_token_revoke(user=outsider, token_id=token.pk)
     token.refresh_from_db()
     assert token.revoked_at is None
 
@@ -115,13 +104,13 @@ def test_the_tokens_page_needs_a_login(client, db):
     assert response["Location"].startswith("/login/")
 
 
-def test_creating_a_token_shows_it_once_then_never_again(client, alice):
-    client.force_login(alice)
+def test_creating_a_token_shows_it_once_then_never_again(client, member):
+    client.force_login(member)
 
     response = client.post(URL, {"name": "CI eval runner", "expires_in_days": "90"}, follow=True)
 
     page = response.content.decode()
-    token = ApiToken.objects.get(user=alice)
+    token = ApiToken.objects.get(user=member)
     plain = response.context["new_token"]["plain"]
     assert response.redirect_chain == [(URL, 302)]
     assert token.hashed_token == hash_api_key(plain)
@@ -132,8 +121,8 @@ def test_creating_a_token_shows_it_once_then_never_again(client, alice):
     assert f"{token.prefix}…" in reloaded
 
 
-def test_a_token_without_a_name_gets_a_clear_error(client, alice):
-    client.force_login(alice)
+def test_a_token_without_a_name_gets_a_clear_error(client, member):
+    client.force_login(member)
 
     response = client.post(URL, {"name": "", "expires_in_days": ""})
 
@@ -142,8 +131,8 @@ def test_a_token_without_a_name_gets_a_clear_error(client, alice):
     assert not ApiToken.objects.exists()
 
 
-def test_a_bad_expiry_choice_is_named(client, alice):
-    client.force_login(alice)
+def test_a_bad_expiry_choice_is_named(client, member):
+    client.force_login(member)
 
     response = client.post(URL, {"name": "ci", "expires_in_days": "7000"})
 
@@ -151,9 +140,9 @@ def test_a_bad_expiry_choice_is_named(client, alice):
     assert "Select a valid choice" in response.content.decode()
 
 
-def test_token_names_are_shown_as_text(client, alice):
-    tokens.api_token_create(user=alice, name=HOSTILE)
-    client.force_login(alice)
+def test_token_names_are_shown_as_text(client, member):
+    tokens.api_token_create(user=member, name=HOSTILE)
+    client.force_login(member)
 
     page = client.get(URL).content.decode()
 
@@ -161,10 +150,10 @@ def test_token_names_are_shown_as_text(client, alice):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in page
 
 
-def test_the_page_lists_only_your_own_tokens(client, alice, bob):
-    tokens.api_token_create(user=bob, name="bobs-secret-token")
-    tokens.api_token_create(user=alice, name="alices-token")
-    client.force_login(alice)
+def test_the_page_lists_only_your_own_tokens(client, member, outsider):
+    tokens.api_token_create(user=outsider, name="bobs-secret-token")
+    tokens.api_token_create(user=member, name="alices-token")
+    client.force_login(member)
 
     page = client.get(URL).content.decode()
 
@@ -172,9 +161,9 @@ def test_the_page_lists_only_your_own_tokens(client, alice, bob):
     assert "bobs-secret-token" not in page
 
 
-def test_revoking_a_token_marks_it_revoked_with_a_message(client, alice):
-    token, _ = tokens.api_token_create(user=alice, name="ci")
-    client.force_login(alice)
+def test_revoking_a_token_marks_it_revoked_with_a_message(client, member):
+    token, _ = tokens.api_token_create(user=member, name="ci")
+    client.force_login(member)
 
     response = client.post(f"{URL}{token.pk}/revoke/", follow=True)
 
@@ -185,51 +174,51 @@ def test_revoking_a_token_marks_it_revoked_with_a_message(client, alice):
     assert "Revoked" in page
 
 
-def test_revoke_is_drawn_as_a_danger_button_like_the_settings_revoke(client, alice):
-    tokens.api_token_create(user=alice, name="ci")
-    client.force_login(alice)
+def test_revoke_is_drawn_as_a_danger_button_like_the_settings_revoke(client, member):
+    tokens.api_token_create(user=member, name="ci")
+    client.force_login(member)
 
     page = client.get(URL).content.decode()
 
     assert '<button type="submit" class="danger" aria-label="Revoke ci">Revoke</button>' in page
 
 
-def test_revoking_needs_a_post(client, alice):
-    token, _ = tokens.api_token_create(user=alice, name="ci")
-    client.force_login(alice)
+def test_revoking_needs_a_post(client, member):
+    token, _ = tokens.api_token_create(user=member, name="ci")
+    client.force_login(member)
 
     assert client.get(f"{URL}{token.pk}/revoke/").status_code == 405
     token.refresh_from_db()
     assert token.revoked_at is None
 
 
-def test_revoking_another_users_token_is_a_404(client, alice, bob):
-    token, _ = tokens.api_token_create(user=bob, name="ci")
-    client.force_login(alice)
+def test_revoking_another_users_token_is_a_404(client, member, outsider):
+    token, _ = tokens.api_token_create(user=outsider, name="ci")
+    client.force_login(member)
 
     assert client.post(f"{URL}{token.pk}/revoke/").status_code == 404
     token.refresh_from_db()
     assert token.revoked_at is None
 
 
-def test_the_forms_carry_csrf_protection(alice):
+def test_the_forms_carry_csrf_protection(member):
     from django.test import Client
 
-    token, _ = tokens.api_token_create(user=alice, name="ci")
+    token, _ = tokens.api_token_create(user=member, name="ci")
     client = Client(enforce_csrf_checks=True)
-    client.force_login(alice)
+    client.force_login(member)
 
     assert client.post(URL, {"name": "x"}).status_code == 403
     assert client.post(f"{URL}{token.pk}/revoke/").status_code == 403
     assert 'name="csrfmiddlewaretoken"' in client.get(URL).content.decode()
 
 
-def test_the_page_makes_a_fixed_number_of_queries(client, alice, django_assert_max_num_queries):
+def test_the_page_makes_a_fixed_number_of_queries(client, member, django_assert_max_num_queries):
     for n in range(5):
-        token, _ = tokens.api_token_create(user=alice, name=f"t{n}")
+        token, _ = tokens.api_token_create(user=member, name=f"t{n}")
         tokens.api_token_touch(token=token, now=timezone.now())
-    tokens.api_token_revoke(user=alice, token_id=token.pk)
-    client.force_login(alice)
+    tokens.api_token_revoke(user=member, token_id=token.pk)
+    client.force_login(member)
 
     with django_assert_max_num_queries(4):  # session, user, tokens (+ a session write when a token was shown)
         assert client.get(URL).status_code == 200

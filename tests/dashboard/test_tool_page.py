@@ -6,7 +6,6 @@ import json
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tests.dashboard.selectors.test_selectors import (  # noqa: F401
     HOSTILE,
@@ -22,21 +21,15 @@ from tests.dashboard.selectors.test_selectors import (  # noqa: F401
     without_csrf,
     without_totals,
 )
-from tests.factories import make_member
 
 pytestmark = pytest.mark.django_db
 MINUTE = dt.timedelta(minutes=1)
 
 
 @pytest.fixture
-def member(frozen):  # noqa: F811
-    return make_member()
-
-
-@pytest.fixture
-def searched(member):
-    """`search` over the last hours: successes, timeouts, a permission failure; a week of baseline."""
-    user, project = member
+def searched(frozen, member, project):  # noqa: F811
+    """`search` over the last hours in the cast's project: successes, timeouts, a permission failure;
+    a week of baseline. (Its member, it.)"""
     spans = []
     for minute in range(5, 240, 5):
         spans.append(tool_span("search", NOW - minute * MINUTE))
@@ -46,7 +39,7 @@ def searched(member):
     ingest_spans(project, spans)
     for hour in range(25, 25 + 168, 3):  # the week before the range, as rollups only (its raw calls are gone)
         add_rollup(project, "search", NOW - hour * HOUR, calls=40, errors=4, retries=2)
-    return user, project
+    return member, project
 
 
 def page(client, user, url):
@@ -62,9 +55,9 @@ def figure(html: str, figure_id: str) -> dict:
     return json.loads(match.group(1))
 
 
-def test_the_tool_page_is_404_for_outsiders(client, searched):
+def test_the_tool_page_is_404_for_outsiders(client, searched, outsider):
     _, project = searched
-    client.force_login(get_user_model().objects.create_user("mallory", password="pw-mallory-123"))
+    client.force_login(outsider)
 
     assert client.get(f"/p/{project.slug}/tools/search/").status_code == 404
 
@@ -158,8 +151,8 @@ def test_the_range_and_filters_survive_on_the_way_back(client, searched):
     assert f'href="/p/{project.slug}/?range=7d&amp;service=svc"' in html
 
 
-def test_hostile_names_and_messages_render_as_text_on_the_page_and_in_charts(client, member):
-    user, project = member
+def test_hostile_names_and_messages_render_as_text_on_the_page_and_in_charts(client, frozen, member, project):
+    user = member
     ingest_spans(project, [tool_span(HOSTILE, NOW - 5 * MINUTE, ok=False, message=f"timed out {HOSTILE}")])
 
     _, html = page(client, user, f"/p/{project.slug}/tools/{HOSTILE}/")
@@ -185,11 +178,11 @@ def test_the_tool_page_makes_a_fixed_number_of_queries(client, searched, django_
 
 
 @pytest.mark.parametrize("query", ["range=1h", "range=24h", "range=7d"])
-def test_the_tool_page_shows_the_same_numbers_with_and_without_the_per_tool_totals(client, member, monkeypatch, query):
+def test_the_tool_page_shows_the_same_numbers_with_and_without_the_per_tool_totals(client, frozen, member, project, monkeypatch, query):
     from dashboard.models import ToolRollup, ToolRollupTotal
     from ingest.models import ToolCall
 
-    user, project = member
+    user = member
     ingest_demo(project)
     from django.db.models import Count
 

@@ -7,14 +7,12 @@ import re
 from html import unescape
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tests.dashboard.test_traces_page import (  # noqa: F401 (fixtures)
     BASE_NS,
     HOSTILE,
     HOSTILE_ESCAPED,
     MS,
-    member,
     send,
     signed_in,
     span_id,
@@ -68,14 +66,14 @@ def detail(client, project, trace: str | None = None):
     return client.get(f"/p/{project.slug}/traces/{trace or trace_id(TRACE)}/")
 
 
-def test_an_outsider_and_a_stranger_get_404(client, trace):
+def test_an_outsider_and_a_stranger_get_404(client, trace, outsider):
     stranger = make_project("Beta")
     send(client, stranger, [tool_span(2, 2, "other_tool")])
 
     assert detail(client, trace, trace_id(2)).status_code == 404  # another project's trace
     assert detail(client, trace, "f" * 32).status_code == 404  # no such trace
     assert detail(client, trace, "not-a-trace-id").status_code == 404
-    client.force_login(get_user_model().objects.create_user("mallory", password="pw-mallory-123"))
+    client.force_login(outsider)
     assert detail(client, trace).status_code == 404
 
 

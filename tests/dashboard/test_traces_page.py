@@ -13,11 +13,10 @@ from html import unescape
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from ingest.models import ToolCall
 from ingest.services import api_key_create
-from tests.factories import make_member, make_project
+from tests.factories import make_project
 from tests.ingest.test_traces_view import JSON, post
 from tests.otlp_builders import json_bytes, json_request, json_span
 
@@ -55,14 +54,9 @@ def send(client, project, spans: list[dict], *, service: str = "support-agent", 
 
 
 @pytest.fixture
-def member(db):
-    return make_member()
-
-
-@pytest.fixture
-def signed_in(client, member):
-    client.force_login(member[0])
-    return member[1]
+def signed_in(member_client, project):
+    """The cast's project, with `client` logged in as its member."""
+    return project
 
 
 def explorer(client, project, **params):
@@ -106,8 +100,7 @@ def test_the_explorer_needs_a_login(client, db):
     assert response.status_code == 302 and response["Location"].startswith("/login/")
 
 
-def test_an_outsider_gets_404_the_same_as_a_missing_project(client, mixed):
-    outsider = get_user_model().objects.create_user("mallory", password="pw-mallory-123")
+def test_an_outsider_gets_404_the_same_as_a_missing_project(client, mixed, outsider):
     client.force_login(outsider)
 
     assert explorer(client, mixed).status_code == 404

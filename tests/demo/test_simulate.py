@@ -168,7 +168,11 @@ def live_url(transactional_db):
     thread.start()
     yield f"http://127.0.0.1:{server.effective_port}"
     server.del_channel()  # the loop ends once it serves nothing; closing under it breaks select()
+    # Its trigger (the pipe that wakes it) counts as something served: close it from the loop's
+    # own thread, or the loop runs on and the join below waits out its whole timeout.
+    server.trigger.pull_trigger(server.trigger.close)
     thread.join(timeout=5)
+    assert not thread.is_alive()
     server.close()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:

@@ -1,6 +1,7 @@
-"""Shared fixtures and builders for the eval server tests: users, a project, failures ingested through OTLP.
+"""Shared fixtures and builders for the eval server tests: the project's key, failures ingested through OTLP.
 
-Import the fixtures a module uses (`from tests.evals.server_helpers import member, project, ...`).
+The users and the project are tests/conftest.py's cast; `project_key` is that project with a key
+(import it: `from tests.evals.server_helpers import project_key`).
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import secrets
 import time
 
 import pytest
-from django.contrib.auth import get_user_model
 
-from ingest.models import Membership, ToolCall
+from ingest.models import ToolCall
+from tests.conftest import member, project  # noqa: F401 - re-exported: tests/evals/test_runner_end_to_end.py imports them from here
 from tests.factories import make_key
 from tests.otlp_builders import json_bytes, json_request, json_span
 
@@ -20,31 +21,9 @@ HOSTILE = "<script>alert(1)</script><b>x</b>"
 
 
 @pytest.fixture
-def project_key(db):
-    return make_key()
-
-
-@pytest.fixture
-def project(project_key):
-    return project_key[0]
-
-
-@pytest.fixture
-def member(project):
-    user = get_user_model().objects.create_user("member", password="pw")
-    Membership.objects.create(project=project, user=user, role=Membership.Role.MEMBER)
-    return user
-
-
-@pytest.fixture
-def outsider(db):
-    return get_user_model().objects.create_user("outsider", password="pw")
-
-
-@pytest.fixture
-def member_client(client, member):
-    client.force_login(member)
-    return client
+def project_key(project):
+    """(`project`, a plain API key of it)."""
+    return make_key(project)
 
 
 def new_ids() -> tuple[str, ...]:

@@ -10,15 +10,7 @@ from dashboard.models import Alert
 from evals import expectations, services
 from evals.models import EvalCase, EvalRun
 from ingest.models import ToolCall
-from tests.evals.server_helpers import (  # noqa: F401
-    HOSTILE,
-    ingest_failure,
-    member,
-    member_client,
-    outsider,
-    project,
-    project_key,
-)
+from tests.evals.server_helpers import HOSTILE, ingest_failure, project_key  # noqa: F401 - project_key: a fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -269,3 +261,83 @@ def test_outsiders_get_404_on_every_evals_endpoint(client, outsider, api, pinned
 
 def test_anonymous_callers_are_refused(client, api):
     assert client.get(f"{api}/eval-cases/").status_code in (401, 403)
+
+
+# --- the runner <-> server REST contract -------------------------------------------------
+
+CONTRACT = "X-Toolwatch-Runner-Contract"
+
+
+def export_and_post(client, api, case, **headers):
+    export = client.get(f"{api}/eval-cases/export.jsonl", headers=headers)
+    posted = client.post(
+        f"{api}/eval-runs/", json.dumps(run_body([result(case)])), content_type="application/json", headers=headers
+    )
+    return export, posted
+
+
+@pytest.mark.parametrize("sent", [None, "1", " 1 "], ids=["no header (old runners)", "1", "1 with spaces"])
+def test_the_runners_operations_speak_contract_1_and_name_the_versions_they_support(member_client, api, pinned_cases, sent):
+    headers = {} if sent is None else {CONTRACT: sent}
+
+    export, posted = export_and_post(member_client, api, pinned_cases[0], **headers)
+
+    assert (export.status_code, posted.status_code) == (200, 201), posted.content
+    assert export[CONTRACT] == posted[CONTRACT] == "1"
+
+
+@pytest.mark.parametrize("sent", ["2", "0", "one", "1.0", "1,2", ""])
+def test_a_contract_version_the_server_does_not_support_is_a_400_naming_the_header_and_the_supported_ones(
+    member_client, api, pinned_cases, sent
+):
+    export, posted = export_and_post(member_client, api, pinned_cases[0], **{CONTRACT: sent})
+
+    for response in (export, posted):
+        assert response.status_code == 400
+        assert response[CONTRACT] == "1"
+        [message] = response.json()[CONTRACT]
+        assert message.startswith(f"runner contract version {sent!r} is not supported; this server supports 1")
+    assert not EvalRun.objects.exists()
+
+
+def test_refusals_before_the_contract_check_name_the_supported_versions_too(client, outsider, api, pinned_cases):
+    anonymous = client.get(f"{api}/eval-cases/export.jsonl", headers={CONTRACT: "1"})
+    client.force_login(outsider)
+    _, not_theirs = export_and_post(client, api, pinned_cases[0], **{CONTRACT: "1"})
+
+    assert anonymous.status_code in (401, 403) and not_theirs.status_code == 404
+    assert anonymous[CONTRACT] == not_theirs[CONTRACT] == "1"
+
+
+def test_only_the_runners_operations_are_versioned(member_client, api, pinned_cases):
+    # Listing runs shares the runs' URL but is not the runner's: a version there is ignored.
+    response = member_client.get(f"{api}/eval-runs/", headers={CONTRACT: "99"})
+
+    assert response.status_code == 200
+    assert CONTRACT not in response
+    assert CONTRACT not in member_client.get(f"{api}/eval-cases/")
+
+
+def test_the_runner_speaks_a_contract_version_the_server_supports():
+    from dashboard.api import evals as views
+    from evals.runner import client
+
+    assert client.CONTRACT_HEADER == views.RUNNER_CONTRACT_HEADER
+    assert client.CONTRACT_VERSION in views.RUNNER_CONTRACTS
+
+
+def test_the_schema_documents_the_contract_header_on_the_runners_operations():
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    paths = schema["paths"]
+    operations = {
+        "eval_cases_export": paths["/api/v1/projects/{project}/eval-cases/export.jsonl"]["get"],
+        "eval_runs_create": paths["/api/v1/projects/{project}/eval-runs/"]["post"],
+    }
+    for name, operation in operations.items():
+        [parameter] = [p for p in operation["parameters"] if p["name"] == CONTRACT]
+        assert (parameter["in"], parameter.get("required", False), parameter["schema"]["enum"]) == ("header", False, [1]), name
+        assert all(CONTRACT in response.get("headers", {}) for response in operation["responses"].values()), name
+    listing = paths["/api/v1/projects/{project}/eval-runs/"]["get"]
+    assert CONTRACT not in [p["name"] for p in listing.get("parameters", [])]

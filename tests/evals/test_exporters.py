@@ -9,7 +9,7 @@ import pytest
 
 from evals import exporters, services
 from tests.evals import schema_subset
-from tests.evals.server_helpers import ingest_failure, member, member_client, project, project_key  # noqa: F401
+from tests.evals.server_helpers import ingest_failure, project_key  # noqa: F401 - project_key: a fixture
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "eval-case.schema.json").read_text())
 OBSERVED = {

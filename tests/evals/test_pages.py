@@ -13,15 +13,7 @@ from django.utils.html import escape
 from evals import services
 from evals.models import EvalCase
 from ingest.models import ToolCall
-from tests.evals.server_helpers import (  # noqa: F401
-    HOSTILE,
-    ingest_failure,
-    member,
-    member_client,
-    outsider,
-    project,
-    project_key,
-)
+from tests.evals.server_helpers import HOSTILE, ingest_failure, project_key  # noqa: F401 - project_key: a fixture
 
 pytestmark = pytest.mark.django_db
 T0 = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)

@@ -169,3 +169,10 @@ def test_cases_can_be_piped_in_on_standard_input(monkeypatch):
     code, out, _ = run_cli("--cases", "-", "--tools", MISC)
     assert code == 0
     assert "1 case: 1 passed, 0 failed, 0 errors" in out
+
+
+def test_the_version_names_the_runner_and_its_rest_contract(capsys):
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["--version"])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out.strip() == "python -m evals.runner 1.0.0 (REST contract 1)"

@@ -1,6 +1,6 @@
 """evals.runner.client, and the CLI's --url / --post, against a tiny loopback Toolwatch.
 
-The fake server checks every posted run against the body shape of evals-contract.md and
+The fake server checks every posted run against the body shape of docs/contract/eval-cases.md#posting-a-run and
 answers as the contract says (201 with counts, 400 naming the bad field).
 """
 
@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from evals.runner import cli
+from evals.runner import __version__, cli
 from evals.runner.client import Client, ClientError, run_payload
 from evals.runner.execute import CaseResult
 from tests.evals.sample_tools import case_line, flights_cases
@@ -28,7 +28,7 @@ OBSERVED_KEYS = {"ok", "error_class", "message", "classified_by", "contract", "n
 
 
 def contract_problems(body) -> list[str]:
-    """What in a posted eval run does not follow evals-contract.md."""
+    """What in a posted eval run does not follow docs/contract/eval-cases.md#posting-a-run."""
     problems = []
     if set(body) != {"label", "git_sha", "started_at", "finished_at", "results"}:
         return [f"top-level keys {sorted(body)}"]
@@ -68,6 +68,7 @@ class FakeToolwatch(ThreadingHTTPServer):
         self.export = ""
         self.previous: dict[int, str] = {}  # case id -> status of the last run, for regressions
         self.answer_status: int | None = None  # force an error answer
+        self.contracts: str | None = None  # answer as a server speaking only these contract versions ("2")
 
     @property
     def url(self) -> str:
@@ -92,12 +93,24 @@ class Handler(BaseHTTPRequestHandler):
     def _answer(self, status: int, body: bytes, content_type: str = "application/json") -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        if self.server.contracts:
+            self.send_header("X-Toolwatch-Runner-Contract", self.server.contracts)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
+    def _refuse_contract(self, request: dict) -> bool:
+        sent = request["headers"].get("X-Toolwatch-Runner-Contract", "1")
+        if self.server.contracts and sent not in self.server.contracts.split(", "):
+            message = f"runner contract version {sent!r} is not supported; this server supports {self.server.contracts}"
+            self._answer(400, json.dumps({"X-Toolwatch-Runner-Contract": [message]}).encode())
+            return True
+        return False
+
     def do_GET(self):
         request = self._record(b"")
+        if self._refuse_contract(request):
+            return None
         if request["headers"].get("Authorization") != f"Bearer {TOKEN}":
             return self._answer(401, b'{"detail": "Invalid token."}')
         if request["path"] != "/api/v1/projects/shop/eval-cases/export.jsonl":
@@ -106,6 +119,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         request = self._record(self.rfile.read(int(self.headers["Content-Length"])))
+        if self._refuse_contract(request):
+            return None
         if self.server.answer_status:
             return self._answer(self.server.answer_status, b'{"results": ["unknown case id 99"]}')
         if request["path"] != "/api/v1/projects/shop/eval-runs/":
@@ -160,6 +175,32 @@ def test_cases_are_fetched_from_the_export_with_the_token_and_filters(server):
     assert request["query"] == {"status": ["pinned"], "tag": ["checkout"]}
     assert request["headers"]["Authorization"] == f"Bearer {TOKEN}"
     assert request["headers"]["Accept"] == "application/x-ndjson"
+
+
+def test_both_requests_name_the_rest_contract_version_and_the_runners_version(server, cases_file):
+    server.export = case_line(1, "search_flights") + "\n"
+    client = Client(server.url, TOKEN)
+    client.fetch_cases("shop")
+    client.post_run("shop", {"label": "x", "git_sha": None, "started_at": "2026-01-01T00:00:00+00:00",
+                             "finished_at": "2026-01-01T00:00:01+00:00", "results": []})  # fmt: skip
+    for request in server.requests:
+        assert request["headers"]["X-Toolwatch-Runner-Contract"] == "1"
+        assert request["headers"]["User-Agent"].startswith(f"toolwatch-runner/{__version__} (contract 1; Python 3.")
+
+
+def test_a_server_that_speaks_another_contract_version_says_so_and_which(server, cases_file):
+    server.contracts = "2, 3"
+    with pytest.raises(ClientError) as caught:
+        Client(server.url, TOKEN).fetch_cases("shop")
+    assert caught.value.status == 400
+    assert "(this runner speaks REST contract 1, the server 2, 3: install a toolwatch-runner that speaks one of those)" in str(caught.value)
+    assert "this server supports 2, 3" in str(caught.value)
+
+    code, out, err = run_cli(
+        "--cases", str(cases_file), "--tools", FIXED, "--post", "--url", server.url, "--project", "shop", "--token", TOKEN
+    )
+    assert code == cli.EXIT_NOT_POSTED and "2 cases: 2 passed" in out
+    assert "the server 2, 3: install a toolwatch-runner" in err
 
 
 def test_a_refused_token_is_an_error_that_says_so(server):

@@ -25,7 +25,8 @@ def run(pytester, monkeypatch):
     def run(lines: list[str], tools: str, *extra: str):
         pytester.makefile(".jsonl", cases="\n".join(lines) + "\n")
         return pytester.runpytest_subprocess(
-            "-p", "evals.runner.pytest_plugin", "-p", "no:django", "-p", "no:cacheprovider",
+            # no:toolwatch: the installed distribution's copy of the plugin, if any, stays out.
+            "-p", "evals.runner.pytest_plugin", "-p", "no:toolwatch", "-p", "no:django", "-p", "no:cacheprovider",
             "--toolwatch-cases", "cases.jsonl", "--toolwatch-tools", tools, "-v", *extra,
         )  # fmt: skip
 
@@ -76,7 +77,9 @@ def test_k_selects_cases_like_any_other_test(run):
 
 def test_the_cases_option_needs_the_tools_option(pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO))
-    result = pytester.runpytest_subprocess("-p", "evals.runner.pytest_plugin", "-p", "no:django", "--toolwatch-cases", "x.jsonl")
+    result = pytester.runpytest_subprocess(
+        "-p", "evals.runner.pytest_plugin", "-p", "no:toolwatch", "-p", "no:django", "--toolwatch-cases", "x.jsonl"
+    )  # fmt: skip
     result.stderr.fnmatch_lines(["*--toolwatch-cases needs --toolwatch-tools MODULE:ATTR*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
@@ -85,3 +88,14 @@ def test_an_unusable_tools_module_is_a_usage_error(run):
     result = run([case_line(1, "ping")], "nope_module:TOOLS")
     result.stderr.fnmatch_lines(["*cannot import 'nope_module'*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_run_that_does_not_use_the_options_is_left_alone(pytester, monkeypatch):
+    # The installed distribution loads the plugin into every pytest run of its environment.
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "evals.runner.pytest_plugin", "-p", "no:toolwatch", "-p", "no:django", "-p", "no:cacheprovider", "-v"
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*collected 1 item", "*test_plain.py::test_plain PASSED*"])

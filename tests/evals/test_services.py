@@ -11,7 +11,7 @@ from dashboard.models import Alert, AlertChannel, Delivery
 from evals import expectations, selectors, services
 from evals.models import EvalCase, EvalCaseVersion, EvalResult, SnapshotSpan
 from ingest.models import Resource, Span, ToolCall
-from tests.evals.server_helpers import ingest_failure, project, project_key  # noqa: F401 - fixtures
+from tests.evals.server_helpers import ingest_failure, project_key  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 
@@ -340,14 +340,10 @@ def test_failures_before_the_pin_a_draft_or_another_message_are_not_recurrence(c
     assert selectors.case_recurrence(EvalCase.objects.get(pk=case.pk)) is None
 
 
-def test_the_tool_page_says_when_a_pinned_cases_failure_recurs(client, project, project_key, failure, django_user_model):
-    from ingest.models import Membership
-
+def test_the_tool_page_says_when_a_pinned_cases_failure_recurs(client, project, project_key, failure, member):
     case = pinned_case(project, failure, now=timezone.now() - dt.timedelta(minutes=30))
     later = ingest_failure(client, project_key[1], start_ns=int((timezone.now() - dt.timedelta(minutes=1)).timestamp() * 1e9))
-    user = django_user_model.objects.create_user("tess", password="pw-tess-123")
-    Membership.objects.create(project=project, user=user)
-    client.force_login(user)
+    client.force_login(member)
 
     page = client.get(f"/p/{project.slug}/tools/{case.tool}/?range=24h").content.decode()
 

@@ -18,7 +18,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from aiosmtpd.controller import Controller
-from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -196,11 +195,6 @@ def send(delivery: Delivery, now=NOW) -> str | None:
     return delivery_send(delivery_id=delivery.id, now=now)
 
 
-@pytest.fixture
-def user():
-    return User.objects.create_user("ana")
-
-
 # --- lifecycle -------------------------------------------------------------------------
 
 
@@ -260,44 +254,44 @@ def test_a_quiet_finding_with_nothing_open_does_nothing():
     assert not Alert.objects.exists() and not Delivery.objects.exists()
 
 
-def test_an_acknowledged_alert_still_dedupes_and_still_resolves_automatically(user):
+def test_an_acknowledged_alert_still_dedupes_and_still_resolves_automatically(member):
     project = make_project()
     make_channel(project)
     alert = fire(project)
 
-    alert_acknowledge(alert=alert, user=user, now=NOW + dt.timedelta(minutes=5))
+    alert_acknowledge(alert=alert, user=member, now=NOW + dt.timedelta(minutes=5))
     again = fire(project, now=NOW + dt.timedelta(hours=1))
 
     assert again.id == alert.id
-    assert (again.status, again.acknowledged_by, again.acknowledged_at) == ("acknowledged", "ana", NOW + dt.timedelta(minutes=5))
+    assert (again.status, again.acknowledged_by, again.acknowledged_at) == ("acknowledged", "alice", NOW + dt.timedelta(minutes=5))
     assert len(deliveries(alert)) == 1
     assert fire(project, firing=False, now=NOW + dt.timedelta(hours=2)).status == "resolved"
 
 
-def test_acknowledging_twice_or_after_the_resolve_changes_nothing(user):
+def test_acknowledging_twice_or_after_the_resolve_changes_nothing(member, owner):
     project = make_project()
     alert = fire(project)
-    alert_acknowledge(alert=alert, user=user, now=NOW)
-    other = User.objects.create_user("bo")
+    alert_acknowledge(alert=alert, user=member, now=NOW)
+    other = owner  # someone else
 
     alert_acknowledge(alert=alert, user=other, now=NOW + dt.timedelta(minutes=1))
-    assert (alert.acknowledged_by, alert.acknowledged_at) == ("ana", NOW)
+    assert (alert.acknowledged_by, alert.acknowledged_at) == ("alice", NOW)
 
     fire(project, firing=False, now=NOW + dt.timedelta(hours=1))
     alert_acknowledge(alert=alert, user=other, now=NOW + dt.timedelta(hours=2))
-    assert (alert.status, alert.acknowledged_by) == ("resolved", "ana")
+    assert (alert.status, alert.acknowledged_by) == ("resolved", "alice")
 
 
-def test_resolving_by_hand_records_who_and_announces_it_once(user):
+def test_resolving_by_hand_records_who_and_announces_it_once(member):
     project = make_project()
     make_channel(project)
     alert = fire(project)
 
-    alert_resolve(alert=alert, user=user, now=NOW + dt.timedelta(minutes=30))
-    alert_resolve(alert=alert, user=user, now=NOW + dt.timedelta(minutes=31))
+    alert_resolve(alert=alert, user=member, now=NOW + dt.timedelta(minutes=30))
+    alert_resolve(alert=alert, user=member, now=NOW + dt.timedelta(minutes=31))
     assert fire(project, firing=False, now=NOW + dt.timedelta(hours=1)) is None  # nothing open to resolve
 
-    assert (alert.status, alert.resolved_by, alert.resolved_at) == ("resolved", "ana", NOW + dt.timedelta(minutes=30))
+    assert (alert.status, alert.resolved_by, alert.resolved_at) == ("resolved", "alice", NOW + dt.timedelta(minutes=30))
     assert [d.event for d in deliveries(alert)] == ["opened", "resolved"]
 
 
