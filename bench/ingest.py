@@ -3,6 +3,7 @@
     .venv/bin/python bench/ingest.py [--seconds 20] [--senders 4] [--workers 2] [--threads 1]
         [--database-url postgres://postgres@127.0.0.1:5432/toolwatch_bench] [--no-gzip] [--drop]
         [--no-analyze] [--skip-rss] [--profile] [--app module:callable]
+        [--protocol http|grpc|both] [--grpc-threads 4]
 
 About a minute with the defaults (--help lists every option).
 
@@ -54,6 +55,21 @@ The last line is the figures as key=value:
 (the CPU time the gunicorn workers and their PostgreSQL backends used in the timed window,
 per span: on a machine shared with other work, the figure that still compares runs).
 A run that loses, doubles or refuses anything ends with a FAILED line instead and exits 1.
+
+--protocol grpc measures the OTLP/gRPC receiver instead of gunicorn (phases 4 and 5 on
+`manage.py grpcserver --workers <--workers> --threads <--grpc-threads>`), --protocol both
+measures gunicorn first and then the gRPC receiver on the same database with new copies,
+and prints them side by side. Each gRPC sender keeps one channel (one HTTP/2 connection,
+as an exporter does) and calls TraceService/Export with the request's protobuf bytes;
+with gzip the gRPC client compresses each message itself (gRPC compression cannot take a
+pre-compressed body), inside the timed window, on the same cores: `sender_cpu_us_per_span`
+(this process's CPU in the window, per span) shows what that costs. With --workers > 1 the
+server process receives and answers, and its worker processes (grpc_edge.WorkerPool) handle
+the requests; "worker" CPU is theirs and the server process's together, and the CPU of each
+is printed. Peak RSS: a fresh grpcserver (one process, --workers 1) gets the same
+just-under-64 MiB request. The figures line
+gains grpc_spans_per_s=… grpc_worker_cpu_us_per_span=… grpc_db_cpu_us_per_span=…
+grpc_peak_rss_mb=… grpc_p95_ms=… (in grpc mode the unprefixed figures are the gRPC ones).
 """
 
 from __future__ import annotations
@@ -373,28 +389,21 @@ def proc_status_kb(pid: int, field_name: str) -> int:
     raise KeyError(field_name)
 
 
-class Gunicorn:
-    """gunicorn config.wsgi:application as production runs it, on a free local port."""
+class ServerProcess:
+    """A server the bench starts in its own session on a free local port and stops gracefully:
+    the subclass gives its command line (`args`), `_ready()` and `worker_pids()`."""
 
-    def __init__(
-        self, *, workers: int, threads: int, timeout: int, env: dict, log_dir: str, label: str,
-        access_log: bool = False, app: str = "config.wsgi:application",
-    ):  # fmt: skip
+    name = "server"
+    stop_timeout = 20
+
+    def __init__(self, *, log_dir: str, label: str, env: dict):
         self.port = free_port()
-        self.workers = workers
-        self.log_path = Path(log_dir) / f"gunicorn-{label}.log"
-        self.access_path = Path(log_dir) / f"gunicorn-{label}-access.log" if access_log else None
-        self.args = [
-            str(ROOT / ".venv" / "bin" / "gunicorn"), app,
-            "--workers", str(workers), "--threads", str(threads), "--timeout", str(timeout),
-            "--bind", f"127.0.0.1:{self.port}",
-        ]  # fmt: skip
-        if self.access_path:
-            self.args += ["--access-logfile", str(self.access_path), "--access-logformat", "%(m)s %(U)s %(s)s %(D)s"]
+        self.log_path = Path(log_dir) / f"{self.name}-{label}.log"
         self.env = env
+        self.args: list[str] = []
         self.process: subprocess.Popen | None = None
 
-    def __enter__(self) -> Gunicorn:
+    def __enter__(self):
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
             self.args, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
@@ -410,40 +419,67 @@ class Gunicorn:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"gunicorn exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-                conn.request("GET", "/v1/traces")  # 405, and proof that a worker has the app loaded
-                conn.getresponse().read()
-                conn.close()
-                if len(self.worker_pids()) == self.workers:
-                    return
-            except OSError:
-                pass
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{self.log_tail()}")
+            if self._ready():
+                return
             time.sleep(0.2)
-        raise RuntimeError(f"gunicorn did not answer within 60 s:\n{self.log_tail()}")
+        raise RuntimeError(f"{self.name} did not answer within 60 s:\n{self.log_tail()}")
+
+    def _ready(self) -> bool:
+        raise NotImplementedError
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)  # graceful: the master stops its workers
+            self.process.send_signal(signal.SIGTERM)  # graceful: the parent stops its workers
             try:
-                self.process.wait(timeout=20)
+                self.process.wait(timeout=self.stop_timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)  # its own session: the master and its workers
+                os.killpg(self.process.pid, signal.SIGKILL)  # its own session: the parent and its workers
                 self.process.wait()
         self._log.close()
-
-    def worker_pids(self) -> list[int]:
-        return children_of(self.process.pid) if self.process else []
 
     def log_tail(self, lines: int = 30) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+class Gunicorn(ServerProcess):
+    """gunicorn config.wsgi:application as production runs it, on a free local port."""
+
+    name = "gunicorn"
+
+    def __init__(
+        self, *, workers: int, threads: int, timeout: int, env: dict, log_dir: str, label: str,
+        access_log: bool = False, app: str = "config.wsgi:application",
+    ):  # fmt: skip
+        super().__init__(log_dir=log_dir, label=label, env=env)
+        self.workers = workers
+        self.access_path = Path(log_dir) / f"gunicorn-{label}-access.log" if access_log else None
+        self.args = [
+            str(ROOT / ".venv" / "bin" / "gunicorn"), app,
+            "--workers", str(workers), "--threads", str(threads), "--timeout", str(timeout),
+            "--bind", f"127.0.0.1:{self.port}",
+        ]  # fmt: skip
+        if self.access_path:
+            self.args += ["--access-logfile", str(self.access_path), "--access-logformat", "%(m)s %(U)s %(s)s %(D)s"]
+
+    def _ready(self) -> bool:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+            conn.request("GET", "/v1/traces")  # 405, and proof that a worker has the app loaded
+            conn.getresponse().read()
+            conn.close()
+        except OSError:
+            return False
+        return len(self.worker_pids()) == self.workers
+
+    def worker_pids(self) -> list[int]:
+        return children_of(self.process.pid) if self.process else []
 
 
 def server_env(url: str, extra: dict | None = None) -> dict:
@@ -522,6 +558,8 @@ class EndToEnd:
     # CPU seconds used in the timed window, by the gunicorn workers and by their PostgreSQL backends
     worker_cpu_s: float = math.nan
     db_cpu_s: float = math.nan
+    sender_cpu_s: float = math.nan  # this process (the sender threads) in the timed window
+    worker_cpu_by_pid: dict = field(default_factory=dict)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -546,12 +584,14 @@ def client_backends(url: str) -> list[int]:
 
 
 def run_end_to_end(
-    cycle, plans, gzip: bool, port: int, key: str, warmup: float, seconds: float, after_warmup=None, cpu_pids=None
-) -> EndToEnd:
+    cycle, plans, gzip: bool, port: int, key: str, warmup: float, seconds: float, after_warmup=None, cpu_pids=None,
+    send=None,
+) -> EndToEnd:  # fmt: skip
+    send = send or sender
     stop = threading.Event()
     outs = [[] for _ in plans]
     threads = [
-        threading.Thread(target=sender, args=(plan, cycle, gzip, port, key, stop, out), daemon=True)
+        threading.Thread(target=send, args=(plan, cycle, gzip, port, key, stop, out), daemon=True)
         for plan, out in zip(plans, outs)
     ]
     for thread in threads:
@@ -562,10 +602,12 @@ def run_end_to_end(
             after_warmup()
         workers, backends = cpu_pids() if cpu_pids else ([], [])
         cpu0 = {pid: cpu_seconds(pid) for pid in workers + backends}
+        own0 = time.process_time()
         t0 = time.perf_counter()
         time.sleep(seconds)
         t1 = time.perf_counter()
         cpu1 = {pid: cpu_seconds(pid) for pid in cpu0}
+        own1 = time.process_time()
     finally:
         stop.set()
         for thread in threads:
@@ -584,7 +626,7 @@ def run_end_to_end(
     db_cpu = sum(used[pid] for pid in backends) if backends else math.nan
     return EndToEnd(
         spans / (t1 - t0), len(window) / (t1 - t0), p50, p95, t1 - t0, len(window), sent, bool(exhausted_at),
-        worker_cpu, db_cpu,
+        worker_cpu, db_cpu, own1 - own0, {pid: used[pid] for pid in workers},
     )  # fmt: skip
 
 
@@ -736,6 +778,268 @@ def run_big_request(
 
 
 # ---------------------------------------------------------------------------
+# The OTLP/gRPC receiver (--protocol grpc / both)
+# ---------------------------------------------------------------------------
+
+GRPC_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+GRPC_OK = 200  # a Sent.status for an OK answer with an empty response, so the HTTP bookkeeping applies
+
+
+class GrpcServer(ServerProcess):
+    """manage.py grpcserver as deployed (ingest/grpc_edge.py), on a free local port."""
+
+    name = "grpcserver"
+    stop_timeout = 30
+
+    def __init__(self, *, workers: int, threads: int, env: dict, log_dir: str, label: str, key: str):
+        super().__init__(log_dir=log_dir, label=label, env=env)
+        self.workers = workers
+        self.key = key
+        self.args = [
+            str(ROOT / ".venv" / "bin" / "python"), "manage.py", "grpcserver", "--host", "127.0.0.1",
+            "--port", str(self.port), "--workers", str(workers), "--threads", str(threads),
+        ]  # fmt: skip
+
+    def _ready(self) -> bool:
+        import grpc
+
+        channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        try:
+            # An empty export: proof that the server answers with Django and the database ready
+            # (the server listens only once its worker processes have started).
+            channel.unary_unary(GRPC_EXPORT)(b"", metadata=(("authorization", f"Bearer {self.key}"),), timeout=5)
+            return True
+        except grpc.RpcError:
+            return False
+        finally:
+            channel.close()
+
+    def worker_pids(self) -> list[int]:
+        """The server process, then its worker processes (none with --workers 1)."""
+        if self.process is None:
+            return []
+        return [self.process.pid] + (children_of(self.process.pid) if self.workers > 1 else [])
+
+
+
+def grpc_sender(plan: SenderPlan, cycle, gzip: bool, port: int, key: str, stop: threading.Event, out: list) -> None:
+    """As `sender`, over one gRPC channel: the raw protobuf of each request, gRPC-compressed when gzip."""
+    import grpc
+
+    # Channels of one process with the same target share one connection (gRPC's global subchannel
+    # pool); each sender stands for an exporter process of its own, with its own connection.
+    options = [("grpc.max_send_message_length", -1), ("grpc.use_local_subchannel_pool", 1)]
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=options)
+    call = channel.unary_unary(GRPC_EXPORT)
+    metadata = (("authorization", f"Bearer {key}"),)
+    compression = grpc.Compression.Gzip if gzip else grpc.Compression.NoCompression
+    for copy in plan.copies:
+        for template in cycle:
+            if stop.is_set():
+                channel.close()
+                return
+            body = traffic.instantiate(template, copy)
+            start = time.perf_counter()
+            detail = ""
+            try:
+                data = call(body, metadata=metadata, compression=compression, timeout=120)
+                status = GRPC_OK if data == b"" else f"{GRPC_OK} partial success"
+                detail = repr(data[:300]) if data else ""
+            except grpc.RpcError as exc:
+                status, detail = f"gRPC {exc.code().name}", exc.details() or ""
+            out.append(Sent(start, time.perf_counter(), status, template.spans, template.tool_spans, template.failing_tool_spans, detail))
+    out.append(Sent(time.perf_counter(), time.perf_counter(), "exhausted", 0, 0, 0))
+    channel.close()
+
+
+def big_request_pieces(cycle, first_copy: int, limit: int = 64 * MIB) -> tuple[list[bytes], int, int, int, int]:
+    """(pieces, spans, tool spans, bytes, next copy) of one request just under `limit` bytes of protobuf."""
+    pieces, spans, tools, size, copy, index = [], 0, 0, 0, first_copy, 0
+    while True:
+        template = cycle[index % len(cycle)]
+        if size + len(template.body) >= limit:
+            break
+        pieces.append(traffic.instantiate(template, copy))
+        spans += template.spans
+        tools += template.tool_spans
+        size += len(template.body)
+        index += 1
+        if index % len(cycle) == 0:
+            copy += 1
+    return pieces, spans, tools, size, copy + 1
+
+
+def run_big_request_grpc(cycle, first_copy: int, url: str, key: str, gzip: bool, threads: int, log_dir: str) -> tuple[BigRequest, int]:
+    """Peak RSS of a fresh grpcserver (one process) for ONE request just under 64 MiB."""
+    import grpc
+
+    pieces, spans, tools, size, next_copy = big_request_pieces(cycle, first_copy)
+    body = b"".join(pieces)  # concatenated messages are one message with all their resource_spans
+    del pieces
+    extra, limit_note = {}, f"default {DEFAULT_SPAN_LIMIT}"
+    if spans > DEFAULT_SPAN_LIMIT:
+        extra["TOOLWATCH_LIMIT_MAX_SPANS_PER_REQUEST"] = str(spans)
+        limit_note = f"TOOLWATCH_LIMIT_MAX_SPANS_PER_REQUEST={spans}"
+    wire = len(traffic.gzip_body(body)) if gzip else len(body)  # about what gRPC's own gzip sends
+    with GrpcServer(workers=1, threads=threads, env=server_env(url, extra), log_dir=log_dir, label="rss", key=key) as server:
+        (pid,) = server.worker_pids()
+        baseline = proc_status_kb(pid, "VmHWM") / 1024
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.port}", options=[("grpc.max_send_message_length", -1)])
+        start = time.perf_counter()
+        detail = ""
+        try:
+            data = channel.unary_unary(GRPC_EXPORT)(
+                body, metadata=(("authorization", f"Bearer {key}"),), timeout=900,
+                compression=grpc.Compression.Gzip if gzip else grpc.Compression.NoCompression,
+            )  # fmt: skip
+            status = GRPC_OK if data == b"" else f"{GRPC_OK} with body"
+            detail = repr(data[:300])
+        except grpc.RpcError as exc:
+            status, detail = f"gRPC {exc.code().name}", exc.details() or ""
+        client_s = time.perf_counter() - start
+        channel.close()
+        survived = server.process.poll() is None
+        peak = proc_status_kb(pid, "VmHWM") / 1024 if survived else math.nan
+        if not survived:
+            detail += "\n" + server.log_tail()
+    return BigRequest(spans, tools, size, wire, status, client_s, None, baseline, peak, limit_note, survived, detail), next_copy
+
+
+@dataclass
+class GrpcPhase:
+    e2e: EndToEnd
+    worker_us: float
+    db_us: float
+    sender_us: float
+    big: BigRequest | None
+    failures: list[str]
+    next_copy: int
+
+
+def grpc_phase(args, cycle, key: str, project_id: int, first_copy: int, ceiling: float, log_dir: str, gzip: bool) -> GrpcPhase:
+    """Phases 4 and 5 against manage.py grpcserver, on new copies of the cycle; checks what was stored."""
+    failures: list[str] = []
+    requests_needed = math.ceil(max(ceiling, TARGET_SPANS_PER_S) * 1.3 * (args.warmup + args.seconds) / traffic.SPANS_PER_REQUEST)
+    cycles_per_sender = max(1, math.ceil(requests_needed / args.senders / len(cycle)))
+    plans = [
+        SenderPlan(copies=[first_copy + s + k * args.senders for k in range(cycles_per_sender)]) for s in range(args.senders)
+    ]
+    next_copy = first_copy + args.senders * cycles_per_sender
+    log(f"\n[gRPC end to end] manage.py grpcserver --workers {args.workers} --threads {args.grpc_threads}; "
+        f"{args.senders} senders (one channel each) × {cycles_per_sender * len(cycle)} requests available "
+        f"(ids replaced on the fly; {'gRPC gzip by the client' if gzip else 'uncompressed'}); "
+        f"warm-up {args.warmup:g} s, timed {args.seconds:g} s")  # fmt: skip
+    before = db_counts(args.database_url, project_id)
+    analyzed: list[str] = []
+
+    def after_warmup() -> None:
+        if not args.no_analyze:
+            analyzed.extend(analyze_partitions(args.database_url))
+
+    with GrpcServer(
+        workers=args.workers, threads=args.grpc_threads, env=server_env(args.database_url), log_dir=log_dir, label="e2e", key=key
+    ) as server:  # fmt: skip
+        e2e = run_end_to_end(
+            cycle, plans, gzip, server.port, key, args.warmup, args.seconds, after_warmup,
+            cpu_pids=lambda: (server.worker_pids(), client_backends(args.database_url)), send=grpc_sender,
+        )  # fmt: skip
+        worker_hwm = [proc_status_kb(pid, "VmHWM") / 1024 for pid in server.worker_pids()]
+        server_log_tail = server.log_tail()
+    ok = [s for s in e2e.all_sent if s.status == GRPC_OK]
+    bad = [s for s in e2e.all_sent if s.status != GRPC_OK]
+    log(f"  after the warm-up: {'ANALYZE ' + ', '.join(analyzed) if analyzed else 'no ANALYZE (--no-analyze)'}")
+    log(f"  {e2e.timed_requests} requests in the {e2e.window_s:.1f} s window: {_fmt(e2e.spans_per_s)} spans/s, "
+        f"{e2e.requests_per_s:.1f} requests/s, latency p50 {e2e.p50_ms:.0f} ms, p95 {e2e.p95_ms:.0f} ms")  # fmt: skip
+    window_spans = e2e.spans_per_s * e2e.window_s
+    per_span = (lambda seconds: seconds * 1e6 / window_spans if window_spans else math.nan)
+    worker_us, db_us, sender_us = per_span(e2e.worker_cpu_s), per_span(e2e.db_cpu_s), per_span(e2e.sender_cpu_s)
+    log(f"  CPU per span in the window: grpcserver workers {worker_us:.1f} µs + their PostgreSQL backends {db_us:.1f} µs "
+        f"= {worker_us + db_us:.1f} µs; the senders (this process) {sender_us:.1f} µs")  # fmt: skip
+    log("  CPU of each process in the window (the server process first, then its workers): "
+        + ", ".join(f"{seconds:.1f} s" for seconds in e2e.worker_cpu_by_pid.values()))  # fmt: skip
+    log(f"  worker peak RSS (VmHWM) after the run: {', '.join(f'{x:.0f} MB' for x in worker_hwm)}")
+    if e2e.exhausted:
+        log("  WARNING: a sender ran out of requests; the window was cut at that moment")
+    if bad:
+        failures.append(f"gRPC: {len(bad)} of {len(e2e.all_sent)} requests not answered OK with an empty response")
+        for s in bad[:5]:
+            log(f"  NOT OK: {s.status} {s.detail[:200]}")
+        log("  server log tail:\n" + server_log_tail)
+    after = db_counts(args.database_url, project_id)
+    sent_spans, sent_tools, sent_failing = (sum(getattr(s, name) for s in ok) for name in ("spans", "tool_spans", "failing"))
+    stored = {name: after[name] - before[name] for name in ("spans", "distinct_spans", "tool_calls", "failed_calls")}
+    log(f"  durability: {_fmt(stored['spans'])} spans stored / {_fmt(sent_spans)} sent in {len(ok)} requests answered OK; "
+        f"{_fmt(stored['tool_calls'])} tool calls stored / {_fmt(sent_tools)} tool spans sent; "
+        f"{_fmt(stored['failed_calls'])} failed calls stored / {_fmt(sent_failing)} failing sent")  # fmt: skip
+    sent_resources = cycle_resources(cycle)
+    if after["resources"] != sent_resources or after["dangling_spans"]:
+        failures.append(f"gRPC: resources stored {after['resources']} != {sent_resources} sent, or {after['dangling_spans']} spans without one")
+    if stored["spans"] != sent_spans or stored["distinct_spans"] != stored["spans"]:
+        failures.append(f"gRPC: stored spans {stored['spans']} (distinct {stored['distinct_spans']}) != spans sent {sent_spans}")
+    if stored["tool_calls"] != sent_tools:
+        failures.append(f"gRPC: stored tool calls {stored['tool_calls']} != tool spans sent {sent_tools}")
+    if stored["failed_calls"] != sent_failing:
+        failures.append(f"gRPC: failed tool calls stored {stored['failed_calls']} != failing tool spans sent {sent_failing}")
+
+    big = None
+    if not args.skip_rss:
+        log("\n[gRPC peak RSS] fresh grpcserver, 1 process, ONE request just under 64 MiB of protobuf")
+        big, next_copy = run_big_request_grpc(cycle, next_copy, args.database_url, key, gzip, args.grpc_threads, log_dir)
+        log(f"  {_fmt(big.spans)} spans, {big.raw_bytes / MIB:.2f} MiB protobuf, about {big.wire_bytes / MIB:.2f} MiB on the wire; "
+            f"span limit: {big.span_limit_env}")  # fmt: skip
+        log(f"  answer {big.status} after {big.client_s:.1f} s")
+        log(f"  server VmHWM: {big.baseline_rss_mb:.0f} MB after boot, {big.peak_rss_mb:.0f} MB after the request")
+        if big.status != GRPC_OK or not big.worker_survived:
+            failures.append(f"gRPC 64 MiB request: {big.status} (server survived: {big.worker_survived}) {big.detail[:300]}")
+        final = db_counts(args.database_url, project_id)
+        if final["spans"] - after["spans"] != (big.spans if big.status == GRPC_OK else 0):
+            failures.append(f"gRPC 64 MiB request: {final['spans'] - after['spans']} spans stored, {big.spans} sent")
+    return GrpcPhase(e2e, worker_us, db_us, sender_us, big, failures, next_copy)
+
+
+def grpc_summary(phase: GrpcPhase, http_e2e: EndToEnd | None = None) -> None:
+    e2e = phase.e2e
+    log(f"  gRPC end to end {_fmt(e2e.spans_per_s):>9} spans/s   target ≥ {_fmt(TARGET_SPANS_PER_S)}: "
+        f"{'met' if e2e.spans_per_s >= TARGET_SPANS_PER_S else 'NOT met'}"
+        + (f"; {e2e.spans_per_s / http_e2e.spans_per_s:.2f} × HTTP (target ≥ 1)" if http_e2e and http_e2e.spans_per_s else ""))  # fmt: skip
+    log(f"  gRPC CPU/span   {phase.worker_us:>9.1f} µs worker + {phase.db_us:.1f} µs PostgreSQL (+ {phase.sender_us:.1f} µs senders)")
+    if phase.big:
+        log(f"  gRPC peak RSS   {phase.big.peak_rss_mb:>9.0f} MB        target ≤ {TARGET_RSS_MB} MB for a 64 MiB request: "
+            f"{'met' if phase.big.peak_rss_mb <= TARGET_RSS_MB else 'NOT met'}")  # fmt: skip
+
+
+def grpc_figures(phase: GrpcPhase, prefix: str = "grpc_") -> str:
+    peak = phase.big.peak_rss_mb if phase.big else math.nan
+    return (
+        f"{prefix}spans_per_s={phase.e2e.spans_per_s:.0f} {prefix}peak_rss_mb={peak:.0f} {prefix}p95_ms={phase.e2e.p95_ms:.0f} "
+        f"{prefix}worker_cpu_us_per_span={phase.worker_us:.1f} {prefix}db_cpu_us_per_span={phase.db_us:.1f} "
+        f"{prefix}sender_cpu_us_per_span={phase.sender_us:.1f}"
+    )
+
+
+def main_grpc_only(args, cycle, key, project_id, ceiling, decode, copy, log_dir, run_start, gzip) -> int:
+    """--protocol grpc: phases 4 and 5 against the gRPC receiver only, then the summary."""
+    phase = grpc_phase(args, cycle, key, project_id, 1, ceiling, log_dir, gzip)
+    if args.drop:
+        drop_database(args.database_url)
+    ratio = phase.e2e.spans_per_s / ceiling
+    log("\n[summary]")
+    grpc_summary(phase)
+    log(f"  ceiling        {_fmt(ceiling):>10} spans/s   ratio {ratio:.2f} (target ≥ {TARGET_RATIO})")
+    log(f"  total run time {time.perf_counter() - run_start:.0f} s; server logs in {log_dir}")
+    if phase.failures:
+        for failure in phase.failures:
+            log(f"  FAILURE: {failure}")
+        log("FAILED: " + "; ".join(phase.failures))
+        return 1
+    log(
+        f"{grpc_figures(phase, prefix='')} ceiling_spans_per_s={ceiling:.0f} ratio={ratio:.2f} "
+        f"decode_spans_per_s={decode.spans_per_s:.0f} copy_rows_per_s={copy.rows_per_s:.0f}"
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------
 
@@ -769,6 +1073,12 @@ def parse_args(argv=None):
         "which production only has in the first minute of a day)",
     )  # fmt: skip
     parser.add_argument("--app", default="config.wsgi:application", help="WSGI app for gunicorn (A/B experiments; default config.wsgi:application)")
+    parser.add_argument(
+        "--protocol", choices=("http", "grpc", "both"), default="http",
+        help="http (default): gunicorn and POST /v1/traces; grpc: manage.py grpcserver and TraceService/Export "
+        "(--workers processes); both: HTTP, then gRPC on the same database, side by side",
+    )  # fmt: skip
+    parser.add_argument("--grpc-threads", type=int, default=4, help="grpcserver --threads per worker process (default 4)")
     return parser.parse_args(argv)
 
 
@@ -785,6 +1095,8 @@ def main(argv=None) -> int:
     log_dir = tempfile.mkdtemp(prefix="toolwatch-bench-")
 
     log(f"Toolwatch ingest benchmark: {cores} cores, database {args.database_url}")
+    if args.protocol != "http":
+        log(f"  protocol {args.protocol}: manage.py grpcserver --workers {args.workers} --threads {args.grpc_threads}")
     log(f"  gunicorn --workers {args.workers} --threads {args.threads} --timeout {args.timeout}; "
         f"{args.senders} senders; {traffic.SPANS_PER_REQUEST} spans per request; {'gzip' if gzip else 'identity'} bodies")  # fmt: skip
 
@@ -825,6 +1137,8 @@ def main(argv=None) -> int:
     ceiling = cores / (1 / decode.spans_per_s + 1 / copy.rows_per_s)
     log(f"  ceiling = cores / (1/decode + 1/copy) = {cores} / (1/{decode.spans_per_s:.0f} + 1/{copy.rows_per_s:.0f}) "
         f"= {_fmt(ceiling)} spans/s")  # fmt: skip
+    if args.protocol == "grpc":
+        return main_grpc_only(args, cycle, key, project_id, ceiling, decode, copy, log_dir, run_start, gzip)
 
     # 4. End to end
     # Enough for the ceiling rate and a margin; should a sender still run out, the window ends there.
@@ -918,6 +1232,11 @@ def main(argv=None) -> int:
         if after["tool_calls"] - counts["tool_calls"] != (big.tool_spans if big.status == 200 else 0):
             failures.append(f"64 MiB request: {after['tool_calls'] - counts['tool_calls']} tool calls stored, {big.tool_spans} sent")
 
+    grpc = None
+    if args.protocol == "both":
+        grpc = grpc_phase(args, cycle, key, project_id, next_copy, ceiling, log_dir, gzip)
+        failures.extend(grpc.failures)
+
     if args.drop:
         drop_database(args.database_url)
 
@@ -932,6 +1251,8 @@ def main(argv=None) -> int:
     if big:
         log(f"  peak RSS       {peak:>10.0f} MB        target ≤ {TARGET_RSS_MB} MB for a 64 MiB request: "
             f"{'met' if peak <= TARGET_RSS_MB else 'NOT met'}")  # fmt: skip
+    if grpc is not None:
+        grpc_summary(grpc, e2e)
     log(f"  total run time {time.perf_counter() - run_start:.0f} s; server logs in {log_dir}")
     if failures:
         for failure in failures:
@@ -942,6 +1263,7 @@ def main(argv=None) -> int:
         f"spans_per_s={e2e.spans_per_s:.0f} ceiling_spans_per_s={ceiling:.0f} ratio={ratio:.2f} "
         f"peak_rss_mb={peak:.0f} decode_spans_per_s={decode.spans_per_s:.0f} copy_rows_per_s={copy.rows_per_s:.0f} "
         f"p95_ms={e2e.p95_ms:.0f} worker_cpu_us_per_span={worker_us:.1f} db_cpu_us_per_span={db_us:.1f}"
+        + (f" {grpc_figures(grpc)}" if grpc is not None else "")
     )
     return 0
 

@@ -140,6 +140,9 @@ INGEST_LIMITS = IngestLimits(
     max_spans_per_request=env_int(
         "TOOLWATCH_LIMIT_MAX_SPANS_PER_REQUEST", DEFAULT_LIMITS.max_spans_per_request, minimum=1
     ),
+    max_log_records_per_request=env_int(
+        "TOOLWATCH_LIMIT_MAX_LOG_RECORDS_PER_REQUEST", DEFAULT_LIMITS.max_log_records_per_request, minimum=1
+    ),
     max_attributes_per_span=env_int(
         "TOOLWATCH_LIMIT_MAX_ATTRIBUTES_PER_SPAN", DEFAULT_LIMITS.max_attributes_per_span, minimum=1
     ),
@@ -151,6 +154,8 @@ INGEST_LIMITS = IngestLimits(
 INGEST_RETRY_AFTER_SECONDS = env_int("TOOLWATCH_INGEST_RETRY_AFTER", 2, minimum=1)
 # A write that takes longer is abandoned with a 503 (exporters time out at 10 s, then resend).
 INGEST_STATEMENT_TIMEOUT_MS = env_int("TOOLWATCH_INGEST_STATEMENT_TIMEOUT_MS", 8000, minimum=100)
+# The OTLP/gRPC receiver (manage.py grpcserver) listens here; 4317 is the OTLP/gRPC default port.
+OTLP_GRPC_PORT = env_int("TOOLWATCH_OTLP_GRPC_PORT", 4317, minimum=0)
 # Days of raw spans kept for a new project (rollups, alerts and eval snapshots stay).
 DEFAULT_RETENTION_DAYS = env_int("TOOLWATCH_RETENTION_DAYS", 30, minimum=1)
 # Alert webhooks and Slack URLs may not point at loopback, private or link-local hosts (SSRF):

@@ -1,12 +1,14 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from ingest import views as ingest_views
 
 urlpatterns = [
-    path("v1/traces", ingest_views.traces, name="otlp-traces"),
+    re_path(r"^v1/traces/?$", ingest_views.traces, name="otlp-traces"),  # OTLP paths: with or without a trailing slash
+    re_path(r"^v1/logs/?$", ingest_views.logs, name="otlp-logs"),
+    re_path(r"^v1/metrics/?$", ingest_views.metrics, name="otlp-metrics"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

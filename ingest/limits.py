@@ -24,6 +24,8 @@ class IngestLimits:
     max_decompressed_bytes: int = 64 * MIB
     # More spans than this in one request: the whole request is refused (413).
     max_spans_per_request: int = 100_000
+    # More log records than this in one request (POST /v1/logs): the whole request is refused (413).
+    max_log_records_per_request: int = 100_000
     # Per span: attributes beyond this count are dropped (and counted as dropped).
     max_attributes_per_span: int = 256
     max_events_per_span: int = 128

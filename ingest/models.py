@@ -35,6 +35,9 @@ class Project(models.Model):
     # and defaults in dashboard.drift.Thresholds and docs/drift.md.
     drift_thresholds = models.JSONField(default=dict, blank=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+    # When the project's first OTLP log record was stored (None: never): pages skip reading log
+    # records of a project that has none (services.logs_ingest sets it once).
+    logs_since = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]
@@ -275,3 +278,56 @@ class ChangedBucket(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "bucket_start"], name="changedbucket_unique")]
+
+
+class LogRecord(models.Model):
+    """Every OTLP log record of every project, as received (redacted and truncated like span
+    attributes), POST /v1/logs. docs/contract/logs.md.
+
+    A plain table on every database (not day-partitioned like Span and ToolCall): retention
+    deletes its old rows by time (ingest.retention). Unique by (project, time, digest): the
+    digest names everything the record says (ingest.log_events.record_digest), so an
+    exporter's retry of the same record is stored once; the time leads so that the key
+    would also serve a table partitioned on it.
+    """
+
+    # No database-level foreign key, as on Span: deleting a project deletes its rows through Django.
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False, db_constraint=False)
+    time = models.DateTimeField(help_text="time_unix_nano, or the observed time when that is 0.")
+    observed_time = models.DateTimeField(null=True, blank=True)
+    trace_id = models.CharField(max_length=32, blank=True, default="")
+    span_id = models.CharField(max_length=16, blank=True, default="")
+    severity_number = models.SmallIntegerField(default=0)
+    severity_text = models.CharField(max_length=64, blank=True, default="")
+    # The LogRecord's event_name, else its `event.name` attribute (ingest.log_events.qualified_event_name).
+    event_name = models.CharField(max_length=256, blank=True, default="")
+    body = models.JSONField(null=True, blank=True)
+    attributes = models.JSONField(default=dict)
+    flags = models.BigIntegerField(default=0)
+    # The tool call the record speaks of (tool_use_id, call_id, a gen_ai.tool.message id), for the
+    # joins of docs/contract/logs.md#joins.
+    call_id = models.CharField(max_length=256, blank=True, default="")
+    resource = models.ForeignKey(
+        Resource, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False, related_name="+"
+    )
+    scope_name = models.CharField(max_length=256, blank=True, default="")
+    scope_version = models.CharField(max_length=256, blank=True, default="")
+    digest = models.BinaryField(max_length=16)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "time", "digest"], name="logrecord_unique_digest"),
+        ]
+        indexes = [
+            # Retention's DELETE by time.
+            models.Index(fields=["project", "time"], name="logrecord_project_time"),
+            # A trace's records (the trace page) and the joins to tool spans (by span id or call id
+            # within a trace). Partial: records outside any trace cost it nothing.
+            models.Index(
+                fields=["project", "trace_id", "span_id"], condition=~models.Q(trace_id=""), name="logrecord_trace"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_name or 'log'} {self.time:%Y-%m-%d %H:%M:%S}"

@@ -2,9 +2,12 @@
 
 Contract:
 - `is_tool_span(span)` names the convention that marks a span as a tool call, or "".
-- `normalize_tool_call(span, *, escalation_tools)` returns the record, or None for any
-  other span. Every field is filled from the span alone; the agent of an ancestor is
-  resolved later (`ingest.linking`), since parents arrive after their children.
+- `normalize_tool_call(span, *, escalation_tools, children)` returns the record, or None for
+  any other span. Every field is filled from the span alone, but for a sender that states
+  the outcome on a child span (Claude Code's `claude_code.tool.execution`,
+  `taxonomy.NATIVE_TOOL_SPANS`): that child, when given among `children`, decides whether
+  the call failed and why. The agent of an ancestor is resolved later (`ingest.linking`),
+  since parents arrive after their children.
 - `contract_checks(record)`, `record_fingerprint(record)`, `fingerprint_message(msg)`,
   `arguments_hash(args)`, `parse_value(value)` and `recommended_action(cls)` stand on
   their own: the eval runner judges its outcomes with them.
@@ -28,6 +31,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -92,12 +96,16 @@ _INT_TEXT = re.compile(r"-?\d+")
 _INT_LITERAL = re.compile(r"\s*[+-]?\d{1,18}\s*")
 
 
+# Senders whose tool spans have a fixed name and keys of their own (Claude Code), by span name.
+_NATIVE_BY_SPAN_NAME = {native.tool_span: native for native in taxonomy.NATIVE_TOOL_SPANS}
+
+
 # --- recognition ---------------------------------------------------------------------------
 
 
 def is_tool_span(span: SpanRecord) -> str:
-    """The convention that marks `span` as a tool call ("genai", "openinference",
-    "openllmetry", "mcp", "span_name"), or "" (docs/contract/spans.md#tool-span-recognition; first match wins)."""
+    """The convention that marks `span` as a tool call ("genai", "openinference", "openllmetry",
+    "mcp", "claude_code", "span_name"), or "" (docs/contract/spans.md#tool-span-recognition; first match wins)."""
     attrs = span.attributes
     if _text(attrs.get("gen_ai.operation.name")) == "execute_tool":
         return "genai"
@@ -109,7 +117,11 @@ def is_tool_span(span: SpanRecord) -> str:
         return "mcp"
     # A span its convention calls something else is not a tool by its name alone:
     # a Traceloop task may well be called "lookup.tool".
-    if any(key in attrs for key in CONVENTION_KIND_KEYS) or _tool_in_span_name(span.name) is None:
+    if any(key in attrs for key in CONVENTION_KIND_KEYS):
+        return ""
+    if (native := _native_tool_spans(span)) is not None:
+        return native.convention
+    if _tool_in_span_name(span.name) is None:
         return ""
     # GenAI semconv up to v1.36 set no operation name on execute_tool spans, only this.
     if span.name.startswith("execute_tool") and _text(attrs.get("gen_ai.tool.name")):
@@ -121,6 +133,19 @@ def _is_openinference_tool(attrs: dict[str, Any]) -> bool:
     return _text(attrs.get("openinference.span.kind")).upper() == "TOOL"
 
 
+def _native_tool_spans(span: SpanRecord) -> taxonomy.NativeToolSpans | None:
+    """The sender whose own tool-span shape `span` has (its name, and its marker or a tool-name
+    or call-id key of that sender), or None: any other "X.tool" is left to the span-name rule."""
+    native = _NATIVE_BY_SPAN_NAME.get(span.name)
+    if native is None:
+        return None
+    attrs = span.attributes
+    marker_key, marker_value = native.marker
+    if _text(attrs.get(marker_key)) == marker_value or _first_text(attrs, native.tool_name_keys + native.call_id_keys):
+        return native
+    return None
+
+
 def _tool_in_span_name(name: str) -> str | None:
     for pattern in _SPAN_NAME_TOOL:
         if match := pattern.match(name):
@@ -128,7 +153,10 @@ def _tool_in_span_name(name: str) -> str | None:
     return None
 
 
-def _tool_name(span: SpanRecord) -> str:
+def _tool_name(span: SpanRecord, native: taxonomy.NativeToolSpans | None) -> str:
+    if native is not None:
+        # Its span name is the same for every tool ("claude_code.tool"): never the tool's name.
+        return _first_text(span.attributes, native.tool_name_keys + TOOL_NAME_KEYS) or UNNAMED_TOOL
     for key in TOOL_NAME_KEYS:
         if name := _text(span.attributes.get(key)).strip():
             return name
@@ -140,21 +168,37 @@ def _tool_name(span: SpanRecord) -> str:
 
 
 def normalize_tool_call(
-    span: SpanRecord, *, escalation_tools: frozenset[str] = frozenset()
+    span: SpanRecord, *, escalation_tools: frozenset[str] = frozenset(), children: Iterable[SpanRecord] = (),
+    log_evidence: Any = None,
 ) -> ToolCallRecord | None:
-    """The tool-call view of `span`, or None when it is not a tool span (docs/contract/spans.md)."""
+    """The tool-call view of `span`, or None when it is not a tool span (docs/contract/spans.md).
+
+    `children` may hold the span's child spans (others are ignored): a sender of
+    taxonomy.NATIVE_TOOL_SPANS states the call's outcome on one of them.
+    """
+    # --- log-record evidence (ingest.log_events.Evidence, docs/contract/logs.md#evidence) ---
+    # The one hook of the logs path: its events (exception events) follow the span's own, its
+    # attributes (a result) count only where the span has none; then the span is judged as
+    # usual (Status Ok stays final).
+    if log_evidence is not None and (log_evidence.events or log_evidence.attributes):
+        span = dataclasses.replace(
+            span, events=[*span.events, *log_evidence.events], attributes={**log_evidence.attributes, **span.attributes}
+        )
+    # --- end of the log-record evidence hook ---
     convention = is_tool_span(span)
     if not convention:
         return None
     attrs = span.attributes
-    tool = _cap(_tool_name(span), "tool")
-    arguments = _arguments(attrs)
+    native = _native_tool_spans(span)
+    tool = _cap(_tool_name(span, native), "tool")
+    arguments = _arguments(attrs, native)
     result = _first_value(attrs, RESULT_KEYS)
     next_action = _text(attrs.get("tool.next_action")).strip()
+    call_id_keys = CALL_ID_KEYS if native is None else native.call_id_keys + CALL_ID_KEYS
     record = ToolCallRecord(
         tool=tool,
         convention=convention,
-        call_id=_cap(_first_text(attrs, CALL_ID_KEYS), "call_id"),
+        call_id=_cap(_first_text(attrs, call_id_keys), "call_id"),
         tool_type=_cap(_text(attrs.get("gen_ai.tool.type")).strip(), "tool_type"),
         attempt=_as_count(attrs.get("tool.call.attempt")),
         resend_count=_as_count(attrs.get("http.request.resend_count")),
@@ -165,7 +209,7 @@ def normalize_tool_call(
         next_action=_cap(next_action, "next_action"),
         agent=_cap(_text(attrs.get("gen_ai.agent.name")).strip(), "agent"),
     )
-    _fill_failure(record, span)
+    _fill_failure(record, span, native, children)
     return record
 
 
@@ -227,8 +271,8 @@ def arguments_hash(arguments: Any) -> str:
     return _sha16(_CANONICAL_JSON.encode(arguments))
 
 
-def _arguments(attrs: dict[str, Any]) -> Any:
-    for key in ARGUMENT_KEYS:
+def _arguments(attrs: dict[str, Any], native: taxonomy.NativeToolSpans | None = None) -> Any:
+    for key in ARGUMENT_KEYS if native is None else native.argument_keys + ARGUMENT_KEYS:
         # Outside an OpenInference TOOL span, input.value is a chain's or an LLM's input.
         if key == "input.value" and not _is_openinference_tool(attrs):
             continue
@@ -278,6 +322,10 @@ class _SpanSignals:
     exception_type: str = ""
     exception_message: str = ""
     status_message: str = ""
+    # A native sender's outcome (taxonomy.NATIVE_TOOL_SPANS): its error categories as
+    # ("<span name>:<key>", name) pairs, read like exception types, and its error message.
+    outcome_names: tuple[tuple[str, str], ...] = ()
+    outcome_message: str = ""
 
 
 @dataclass(slots=True)
@@ -290,8 +338,12 @@ class _Source:
     message_parts: tuple[list[str], list[str]] | None = None
 
 
-def _fill_failure(record: ToolCallRecord, span: SpanRecord) -> None:
+def _fill_failure(
+    record: ToolCallRecord, span: SpanRecord, native: taxonomy.NativeToolSpans | None, children: Iterable[SpanRecord]
+) -> None:
     signals = _span_signals(span)
+    if native is not None and span.status_code != STATUS_OK:
+        signals = _with_native_outcome(signals, span, native, children)
     result_failed = _result_is_error(record.result)
     if not (signals.failed or result_failed):
         return
@@ -300,7 +352,8 @@ def _fill_failure(record: ToolCallRecord, span: SpanRecord) -> None:
     record.soft_failure = result_failed and span.status_code != STATUS_ERROR
     record.error_class, classified_by = _classify(span.attributes, signals, sources)
     record.classified_by = _cap(classified_by, "classified_by")
-    record.error_type = _cap(signals.error_type or signals.exception_type, "error_type")
+    outcome_type = signals.outcome_names[0][1] if signals.outcome_names else ""
+    record.error_type = _cap(signals.error_type or signals.exception_type or outcome_type, "error_type")
     message, generic_message = _message(signals, sources)
     record.message = message[:MAX_MESSAGE_CHARS]
     _fill_stated(record, sources)
@@ -341,6 +394,61 @@ def _span_signals(span: SpanRecord) -> _SpanSignals:
         exception_message=_text(event.get("exception.message")) if event else "",
         status_message=span.status_message if span.status_code == STATUS_ERROR else "",
     )
+
+
+def _with_native_outcome(
+    signals: _SpanSignals, span: SpanRecord, native: taxonomy.NativeToolSpans, children: Iterable[SpanRecord]
+) -> _SpanSignals:
+    """The span's signals with the outcome a native sender states on the span itself and on
+    its outcome child (Claude Code: claude_code.tool.execution's status, success, error)."""
+    outcome = [span]
+    child = _outcome_child(span, native, children)
+    if child is not None:
+        outcome.append(child)
+    failed, status_message, names, messages = signals.failed, signals.status_message, [], []
+    for source in outcome:
+        attrs = source.attributes
+        stated = [(key, _text(attrs.get(key)).strip()) for key in native.error_name_keys + native.error_keys]
+        stated = [(key, value) for key, value in stated if value]
+        if source is child and child.status_code == STATUS_ERROR:
+            failed = True
+            status_message = status_message or child.status_message
+        if stated or any(_as_bool(attrs.get(key)) is False for key in native.success_keys):
+            failed = True
+        for key, value in stated:
+            # A category ("Error:ENOENT", "ShellError") is one word; the full message has spaces.
+            if key in native.error_name_keys or (len(value) <= 200 and not any(c.isspace() for c in value)):
+                names.append((f"{source.name}:{key}", value))
+            else:
+                messages.append(value)
+    if not failed:
+        return signals
+    return _SpanSignals(
+        failed=True,
+        error_type=signals.error_type,
+        exception_type=signals.exception_type,
+        exception_message=signals.exception_message,
+        status_message=status_message,
+        outcome_names=tuple(dict.fromkeys(names)),
+        outcome_message=messages[0] if messages else "",
+    )
+
+
+def _outcome_child(
+    span: SpanRecord, native: taxonomy.NativeToolSpans, children: Iterable[SpanRecord]
+) -> SpanRecord | None:
+    """The last-ending child of `span` named as the sender's outcome span, or None."""
+    found = None
+    for child in children:
+        if (
+            child.name == native.outcome_span
+            and child.parent_span_id == span.span_id
+            and child.trace_id == span.trace_id
+            and child.status_code != STATUS_OK  # Ok is final: whatever it says was handled
+            and (found is None or child.end_ns >= found.end_ns)
+        ):
+            found = child
+    return found
 
 
 def _last_exception_event(span: SpanRecord) -> dict[str, Any] | None:
@@ -579,14 +687,27 @@ def _jsonrpc_class(code: int, signals: _SpanSignals, sources: list[_Source]) -> 
 
 
 def _name_and_message_evidence(signals: _SpanSignals, sources: list[_Source]) -> Iterator[tuple[str, str]]:
-    for label, name in (("error.type", signals.error_type), ("exception.type", signals.exception_type)):
-        if name and not _INT_TEXT.fullmatch(name) and (cls := taxonomy.class_for_error_name(name)):
+    candidates = (("error.type", signals.error_type), ("exception.type", signals.exception_type))
+    candidates += signals.outcome_names
+    names = [(label, name) for label, name in candidates if name and not _INT_TEXT.fullmatch(name)]
+    texts = None  # gathered only when needed: most failures are decided before the messages
+    for label, name in names:
+        if taxonomy.refines_error_name(name):  # TypeError("fetch failed") is no bad argument
+            texts = _classification_texts(signals, sources) if texts is None else texts
+            for text in texts:
+                if hit := taxonomy.refined_class_for_error_name(name, text[:MAX_MESSAGE_CHARS]):
+                    yield hit[0], f'{label}={name} + message:"{hit[1][:60]}"'
+                    break
+        if cls := taxonomy.class_for_error_name(name):
             yield cls, f"{label}={name}"
-    # The texts are gathered only now: most failures are decided before the messages.
-    for text in _classification_texts(signals, sources):
+    for text in _classification_texts(signals, sources) if texts is None else texts:
         if hit := taxonomy.class_for_message(text[:MAX_MESSAGE_CHARS]):
             cls, words = hit
             yield cls, f'message:"{words[:60]}"'
+    # Wrappers of every failure of a layer (HttpRequestException, *net.OpError) decide last.
+    for label, name in names:
+        if cls := taxonomy.broad_class_for_error_name(name):
+            yield cls, f"{label}={name}"
 
 
 def _classification_texts(signals: _SpanSignals, sources: list[_Source]) -> list[str]:
@@ -594,6 +715,7 @@ def _classification_texts(signals: _SpanSignals, sources: list[_Source]) -> list
     texts = [
         *_messages(s for s in sources if s.name != "status_message"),
         signals.exception_message,
+        signals.outcome_message,
         *_messages(s for s in sources if s.name == "status_message"),
         signals.status_message,
     ]
@@ -653,6 +775,8 @@ def _message_candidates(signals: _SpanSignals, sources: list[_Source]) -> Iterat
         if name in by_name:
             yield _messages([by_name[name]])
     yield [signals.exception_message]
+    if signals.outcome_message:
+        yield [signals.outcome_message]
     if "status_message" in by_name:
         yield _messages([by_name["status_message"]])
     yield [signals.status_message]

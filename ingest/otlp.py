@@ -1,5 +1,8 @@
 """OTLP/HTTP traces in and out: media type, decompression, decoding, flattening, responses.
 
+Logs and metrics use the same helpers (the section at the end: decode_logs_request,
+iter_log_records, decode_metrics_request, count_data_points and their responses).
+
 Pure: no Django, no database. The /v1/traces view calls, in order:
 
     media = media_type(content_type)            # 415 unless protobuf or JSON
@@ -54,11 +57,22 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsPartialSuccess,
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from ingest.limits import IngestLimits
+from ingest.log_events import LogRecordRecord, qualified_event_name, record_call_id, record_digest
 from ingest.records import ResourceRecord, SpanRecord, resource_digest
 from ingest.redact import clean_string, redact_item, redact_string
 
@@ -240,6 +254,19 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _decode_json(body: bytes) -> ExportTraceServiceRequest:
     if not body or body.isspace():
         return ExportTraceServiceRequest()
+    document = _json_document(body)
+    # The fast builder maps the shapes real exporters send straight into protobuf
+    # constructors (about 5x faster than json_format). Anything it does not know
+    # for certain goes to json_format, which is the authority on OTLP/JSON.
+    try:
+        return _build_request(document)
+    except (_Unsupported, TypeError, ValueError, OverflowError, RecursionError):
+        pass
+    return _parse_with_json_format(document)
+
+
+def _json_document(body: bytes):
+    """The parsed JSON of a body, or OtlpError(400) saying where it is not JSON."""
     try:
         if (b"\\u" in body or b"\xed" in body) and _SURROGATE_HINT.search(body):
             document = json.loads(body, object_pairs_hook=_pairs_without_surrogates)
@@ -252,14 +279,7 @@ def _decode_json(body: bytes) -> ExportTraceServiceRequest:
         raise OtlpError(400, f"body is not valid JSON: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except RecursionError:
         raise OtlpError(400, "body is not valid JSON: nested too deeply") from None
-    # The fast builder maps the shapes real exporters send straight into protobuf
-    # constructors (about 5x faster than json_format). Anything it does not know
-    # for certain goes to json_format, which is the authority on OTLP/JSON.
-    try:
-        return _build_request(document)
-    except (_Unsupported, TypeError, ValueError, OverflowError, RecursionError):
-        pass
-    return _parse_with_json_format(document)
+    return document
 
 
 def _loads(body: bytes):
@@ -533,16 +553,19 @@ def _build_request(document) -> ExportTraceServiceRequest:
     return ExportTraceServiceRequest(**_fast_request(document))
 
 
-def _parse_with_json_format(document) -> ExportTraceServiceRequest:
-    """The authoritative (slow) path: check the shape, turn ids into base64, ParseDict."""
-    _check_shape_and_ids(document)
+def _parse_with_json_format(document, message_class=ExportTraceServiceRequest, check=None):
+    """The authoritative (slow) path: check the shape, turn ids into base64, ParseDict.
+
+    `message_class` is the export request of the signal, `check` its shape-and-ids walker
+    (the traces one by default)."""
+    (check or _check_shape_and_ids)(document)
     try:
-        return json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+        return json_format.ParseDict(document, message_class(), ignore_unknown_fields=True)
     except json_format.ParseError as exc:
-        message, field = _parse_error_message(str(exc), document)
+        message, field = _parse_error_message(str(exc), document, message_class)
         raise OtlpError(400, message, field=field) from None
     except (TypeError, ValueError, RecursionError) as exc:
-        raise OtlpError(400, f"body is not a valid ExportTraceServiceRequest: {exc}") from None
+        raise OtlpError(400, f"body is not a valid {message_class.DESCRIPTOR.name}: {exc}") from None
 
 
 def _kind(value) -> str:
@@ -620,30 +643,31 @@ def _ids_to_base64(container: dict, path: str, names: tuple[str, ...]) -> None:
 
 _PARSE_ERROR = re.compile(
     r"^(?P<chain>(?:Failed to parse \w+ field: )*)(?P<detail>.*?)"
-    r"(?: at ExportTraceServiceRequest\.(?P<path>\S+?))?\.*$",
+    r"(?: at Export(?:Trace|Logs|Metrics)ServiceRequest\.(?P<path>\S+?))?\.*$",
     re.S,
 )
 _CHAIN_FIELD = re.compile(r"Failed to parse (\w+) field: ")
 
 
-def _parse_error_message(text: str, document: dict) -> tuple[str, str]:
+def _parse_error_message(text: str, document: dict, message_class=ExportTraceServiceRequest) -> tuple[str, str]:
     """json_format's "Failed to parse a field: … at Request.a[0].b" -> ("a[0].b: …", "a[0].b").
 
     Some of its errors name only the chain of fields, not the indices: those are
     found by parsing the elements along the chain one by one (only ever on this error path).
     """
+    name = message_class.DESCRIPTOR.name
     match = _PARSE_ERROR.match(text)
     if match is None:
-        return f"body is not a valid ExportTraceServiceRequest: {text}", ""
-    path = match.group("path") or _locate(document, _CHAIN_FIELD.findall(match.group("chain")))
+        return f"body is not a valid {name}: {text}", ""
+    path = match.group("path") or _locate(document, _CHAIN_FIELD.findall(match.group("chain")), message_class.DESCRIPTOR)
     if not path:
-        return f"body is not a valid ExportTraceServiceRequest: {text}", ""
+        return f"body is not a valid {name}: {text}", ""
     return f"{path}: {match.group('detail')}", path
 
 
-def _locate(document: dict, names: list[str]) -> str:
+def _locate(document: dict, names: list[str], request_descriptor=ExportTraceServiceRequest.DESCRIPTOR) -> str:
     parts = []
-    node, descriptor = document, ExportTraceServiceRequest.DESCRIPTOR
+    node, descriptor = document, request_descriptor
     for name in names:
         field = descriptor.fields_by_camelcase_name.get(name) or descriptor.fields_by_name.get(name)
         if field is None or not isinstance(node, dict):
@@ -1063,3 +1087,229 @@ def status_body(media: str, http_status: int, message: str, *, field: str = "") 
 
 def error_body(media: str, error: OtlpError) -> bytes:
     return status_body(media, error.http_status, error.message, field=error.field)
+
+
+# ---------------------------------------------------------------------------
+# Logs and metrics (POST /v1/logs, POST /v1/metrics): the same rules as traces
+# ---------------------------------------------------------------------------
+# Decoding: protobuf, or OTLP/JSON with hex ids (base64 ending in "=" accepted), int64 as
+# string or number, unknown fields ignored; a body that does not decode is an OtlpError(400)
+# naming the field. Per record (partial success, as for spans): a trace id that is neither
+# empty nor 16 bytes, a span id neither empty nor 8 bytes, no time at all, a time past the
+# clock skew. An all-zero trace or span id means "none" (the log data model makes both optional).
+
+REJECT_NO_TIME = "missing time"
+REJECT_TIME_IN_FUTURE = "time in the future"
+SEVERITY_TEXT_CHARS = 64
+
+
+def _decode_protobuf(body: bytes, message_class):
+    request = message_class()
+    try:
+        request.ParseFromString(body)
+    except DecodeError as exc:
+        raise OtlpError(400, f"body is not a valid {message_class.DESCRIPTOR.name} protobuf: {exc}") from None
+    return request
+
+
+def decode_logs_request(body: bytes, media: str) -> ExportLogsServiceRequest:
+    """The ExportLogsServiceRequest in a (decompressed) body, or OtlpError(400)."""
+    if media == PROTOBUF:
+        return _decode_protobuf(body, ExportLogsServiceRequest)
+    if media == JSON:
+        if not body or body.isspace():
+            return ExportLogsServiceRequest()
+        return _parse_with_json_format(_json_document(body), ExportLogsServiceRequest, _check_logs_shape_and_ids)
+    raise ValueError(f"unknown media {media!r}")
+
+
+def decode_metrics_request(body: bytes, media: str) -> ExportMetricsServiceRequest:
+    """The ExportMetricsServiceRequest in a (decompressed) body, or OtlpError(400)."""
+    if media == PROTOBUF:
+        return _decode_protobuf(body, ExportMetricsServiceRequest)
+    if media == JSON:
+        if not body or body.isspace():
+            return ExportMetricsServiceRequest()
+        return _parse_with_json_format(_json_document(body), ExportMetricsServiceRequest, _check_metrics_shape_and_ids)
+    raise ValueError(f"unknown media {media!r}")
+
+
+def _walk(container, path: str, names: tuple[str, ...]):
+    """(path, item) of each element of the list under one spelling of a repeated field."""
+    for name, items in _spelled(container, *names):
+        for index, item in enumerate(_expect(items, list, f"{path}{name}")):
+            item_path = f"{path}{name}[{index}]"
+            yield item_path, _expect(item, dict, item_path)
+
+
+def _check_logs_shape_and_ids(document) -> None:
+    if not isinstance(document, dict):
+        raise OtlpError(400, f"top level: expected a JSON object (ExportLogsServiceRequest), got {_kind(document)}")
+    for rl_path, rl in _walk(document, "", ("resourceLogs", "resource_logs")):
+        for sl_path, sl in _walk(rl, rl_path + ".", ("scopeLogs", "scope_logs")):
+            for record_path, record in _walk(sl, sl_path + ".", ("logRecords", "log_records")):
+                _ids_to_base64(record, record_path, _LINK_ID_FIELDS)
+
+
+_METRIC_KINDS = ("gauge", "sum", "histogram", "exponentialHistogram", "exponential_histogram", "summary")
+
+
+def _check_metrics_shape_and_ids(document) -> None:
+    if not isinstance(document, dict):
+        raise OtlpError(400, f"top level: expected a JSON object (ExportMetricsServiceRequest), got {_kind(document)}")
+    for rm_path, rm in _walk(document, "", ("resourceMetrics", "resource_metrics")):
+        for sm_path, sm in _walk(rm, rm_path + ".", ("scopeMetrics", "scope_metrics")):
+            for metric_path, metric in _walk(sm, sm_path + ".", ("metrics",)):
+                for kind, data in _spelled(metric, *_METRIC_KINDS):
+                    data_path = f"{metric_path}.{kind}"
+                    _expect(data, dict, data_path)
+                    for point_path, point in _walk(data, data_path + ".", ("dataPoints", "data_points")):
+                        for exemplar_path, exemplar in _walk(point, point_path + ".", ("exemplars",)):
+                            _ids_to_base64(exemplar, exemplar_path, _LINK_ID_FIELDS)
+
+
+def count_log_records(request: ExportLogsServiceRequest) -> int:
+    return sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
+
+
+def count_data_points(request: ExportMetricsServiceRequest) -> int:
+    """Every data point of every metric (gauge, sum, histogram, exponential histogram, summary)."""
+    total = 0
+    for rm in request.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                kind = metric.WhichOneof("data")
+                if kind is not None:
+                    total += len(getattr(metric, kind).data_points)
+    return total
+
+
+def log_resources(request: ExportLogsServiceRequest, limits: IngestLimits) -> list[ResourceRecord | None]:
+    """Each ResourceLogs' resource, flattened and redacted as for spans; None for one without records."""
+    redaction = (limits.max_attribute_key_chars, limits.max_attribute_value_chars, limits.max_value_depth)
+    return [
+        _resource(rl.resource, limits.max_attributes_per_span, redaction)
+        if any(sl.log_records for sl in rl.scope_logs)
+        else None
+        for rl in request.resource_logs
+    ]
+
+
+def log_days(request: ExportLogsServiceRequest, *, min_ns: int, max_ns: int) -> set[dt.date]:
+    """UTC days of the records' times within [min_ns, max_ns], and of the day before each (a
+    tool call made from a record starts its duration earlier): for creating partitions."""
+    days = set()
+    for rl in request.resource_logs:
+        for sl in rl.scope_logs:
+            for record in sl.log_records:
+                moment = record.time_unix_nano or record.observed_time_unix_nano
+                if min_ns <= moment <= max_ns:
+                    days.add(moment // _NS_PER_DAY)
+                    days.add(moment // _NS_PER_DAY - 1)
+    epoch = dt.date(1970, 1, 1)
+    return {epoch + dt.timedelta(days=day) for day in days}
+
+
+def iter_log_records(
+    request: ExportLogsServiceRequest,
+    limits: IngestLimits,
+    *,
+    now_ns: int,
+    resources: list[ResourceRecord | None] | None = None,
+) -> Iterator[LogRecordRecord | RejectedSpan]:
+    """Each log record of the request, flattened (attributes and body redacted and bounded as a
+    span's attributes are), as a LogRecordRecord with its digest, or a RejectedSpan (reason).
+
+    Raises OtlpError(413) before yielding anything when the request holds more than
+    limits.max_log_records_per_request records."""
+    total = count_log_records(request)
+    if total > limits.max_log_records_per_request:
+        raise OtlpError(
+            413, f"{total} log records in one request exceeds the limit of {limits.max_log_records_per_request}"
+        )
+    if resources is None:
+        resources = log_resources(request, limits)
+    max_attributes = limits.max_attributes_per_span
+    value_chars = limits.max_attribute_value_chars
+    redaction = (limits.max_attribute_key_chars, value_chars, limits.max_value_depth)
+    latest_ns = now_ns + limits.max_future_skew_seconds * 1_000_000_000
+    for rl, resource in zip(request.resource_logs, resources, strict=True):
+        if resource is None:
+            continue
+        for sl in rl.scope_logs:
+            scope_name = clean_string(sl.scope.name, LABEL_CHARS)
+            scope_version = clean_string(sl.scope.version, LABEL_CHARS)
+            for record in sl.log_records:
+                trace_id, span_id = record.trace_id, record.span_id
+                problem = _log_problem(record, latest_ns)
+                if problem is not None:
+                    yield RejectedSpan(problem[0], problem[1], 1, trace_id[:32].hex(), span_id[:32].hex())
+                    continue
+                attributes, dropped = _stored_attributes(record.attributes, max_attributes, redaction)
+                dropped += record.dropped_attributes_count
+                if dropped:
+                    attributes[DROPPED_ATTRIBUTES] = dropped
+                body = _log_body(record, redaction)
+                event_name = redact_string(
+                    qualified_event_name(record.event_name, attributes, body, scope_name), LABEL_CHARS
+                )
+                item = LogRecordRecord(
+                    time_ns=record.time_unix_nano or record.observed_time_unix_nano,
+                    observed_ns=record.observed_time_unix_nano,
+                    trace_id=trace_id.hex() if trace_id and trace_id != _ZERO_TRACE_ID else "",
+                    span_id=span_id.hex() if span_id and span_id != _ZERO_SPAN_ID else "",
+                    severity_number=record.severity_number if 0 <= record.severity_number <= 24 else 0,
+                    severity_text=clean_string(record.severity_text, SEVERITY_TEXT_CHARS),
+                    event_name=event_name,
+                    body=body,
+                    attributes=attributes,
+                    flags=record.flags,
+                    resource_attributes=resource.attributes,
+                    resource_digest=resource.digest,
+                    scope_name=scope_name,
+                    scope_version=scope_version,
+                    service=resource.service,
+                    environment=resource.environment,
+                    call_id=record_call_id(event_name, attributes, body),
+                )
+                item.digest = record_digest(item)
+                yield item
+
+
+def _log_body(record, redaction: tuple[int, int, int]):
+    if not record.HasField("body"):
+        return None
+    value = _value(record.body)
+    if value is None:
+        return None
+    return redact_item("body", value, redaction)[1]
+
+
+def _log_problem(record, latest_ns: int) -> tuple[str, str] | None:
+    trace_id, span_id = record.trace_id, record.span_id
+    if trace_id and len(trace_id) != 16:
+        return REJECT_TRACE_ID, f"trace_id has {len(trace_id)} bytes ({2 * len(trace_id)} hex characters), expected 16 or none"
+    if span_id and len(span_id) != 8:
+        return REJECT_SPAN_ID, f"span_id has {len(span_id)} bytes ({2 * len(span_id)} hex characters), expected 8 or none"
+    moment = record.time_unix_nano or record.observed_time_unix_nano
+    if moment == 0:
+        return REJECT_NO_TIME, "time_unix_nano and observed_time_unix_nano are both 0"
+    if moment > latest_ns:
+        return REJECT_TIME_IN_FUTURE, f"time {moment} is past the allowed clock skew"
+    return None
+
+
+def logs_partial_success_body(media: str, rejected: int, message: str) -> bytes:
+    """ExportLogsServiceResponse with partial_success; JSON: {"partialSuccess": {"rejectedLogRecords": "2", …}}."""
+    response = ExportLogsServiceResponse(
+        partial_success=ExportLogsPartialSuccess(rejected_log_records=rejected, error_message=_shorten(message))
+    )
+    return _json_body(response) if media == JSON else response.SerializeToString()
+
+
+def metrics_partial_success_body(media: str, rejected: int, message: str) -> bytes:
+    """ExportMetricsServiceResponse with partial_success; JSON: {"partialSuccess": {"rejectedDataPoints": "2", …}}."""
+    response = ExportMetricsServiceResponse(
+        partial_success=ExportMetricsPartialSuccess(rejected_data_points=rejected, error_message=_shorten(message))
+    )
+    return _json_body(response) if media == JSON else response.SerializeToString()

@@ -1,4 +1,4 @@
-"""Raw spans and tool calls go after the project's retention; rollups, alerts and eval
+"""Raw spans, tool calls and log records go after the project's retention; rollups, alerts and eval
 snapshots stay. On PostgreSQL whole day partitions are dropped once every project is
 past them; a project keeping less than the longest retention loses its own older rows
 by DELETE, which partition pruning confines to those old days.
@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Max
 
 from ingest import partitions, storage
-from ingest.models import ChangedBucket, Project, Resource, Span, ToolCall
+from ingest.models import ChangedBucket, LogRecord, Project, Resource, Span, ToolCall
 
 
 def resource_margin() -> dt.timedelta:
@@ -43,6 +43,8 @@ def retention_apply(*, now: dt.datetime) -> dict[str, int]:
         cutoff = retention_cutoff(project, now)
         for model in (Span, ToolCall):
             deleted += model.objects.filter(project=project, start_time__lt=cutoff).delete()[0]
+        # Log records: a plain table (not partitioned), deleted by time on every database.
+        deleted += LogRecord.objects.filter(project=project, time__lt=cutoff).delete()[0]
         ChangedBucket.objects.filter(project=project, bucket_start__lt=cutoff).delete()
         resources += Resource.objects.filter(project=project, last_seen__lt=cutoff - resource_margin()).delete()[0]
     return {"partitions_dropped": len(dropped), "rows_deleted": deleted, "resources_deleted": resources}

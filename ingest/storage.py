@@ -24,10 +24,12 @@ from collections.abc import Iterable, Sequence
 import orjson
 import psycopg
 from django.db import IntegrityError, connection, transaction
+from django.db.models import JSONField, OuterRef, Subquery
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-from ingest.models import Resource, Span, ToolCall
+from ingest.log_events import LogRecordRecord
+from ingest.models import LogRecord, Resource, Span, ToolCall
 from ingest.records import ResourceRecord, SpanRecord, ToolCallRecord
 
 SPAN_COLUMNS = (
@@ -354,3 +356,204 @@ def mark_changed_buckets(project_id: int, buckets: set[int]) -> None:
             "ON CONFLICT (project_id, bucket_start) DO NOTHING",
             params,
         )
+
+
+# --- log records (POST /v1/logs; docs/contract/logs.md) ----------------------------------------
+
+LOG_COLUMNS = (
+    "project_id", "time", "observed_time", "trace_id", "span_id", "severity_number", "severity_text",
+    "event_name", "body", "attributes", "flags", "call_id", "resource_id", "scope_name", "scope_version",
+    "digest", "received_at",
+)  # fmt: skip
+_LOG_W = _widths(LogRecord)
+LogKey = tuple[dt.datetime, bytes]  # (time, digest): with the project, a stored record's unique key
+
+
+def log_row(project_id: int, record: LogRecordRecord, resource_id: int, received_at: dt.datetime) -> tuple:
+    """One ingest_logrecord row in LOG_COLUMNS order; JSON columns hold Python values."""
+    w = _LOG_W
+    return (
+        project_id, ns_to_datetime(record.time_ns),
+        ns_to_datetime(record.observed_ns) if record.observed_ns else None, record.trace_id, record.span_id,
+        record.severity_number, _fit(record.severity_text, w["severity_text"]), _fit(record.event_name, w["event_name"]),
+        record.body, record.attributes, record.flags, _fit(record.call_id, w["call_id"]), resource_id,
+        _fit(record.scope_name, w["scope_name"]), _fit(record.scope_version, w["scope_version"]), record.digest,
+        received_at,
+    )  # fmt: skip
+
+
+def insert_log_records(rows: Sequence[tuple]) -> set[LogKey]:
+    """Insert log-record rows, skipping ones already stored; returns the (time, digest) keys that were new.
+
+    Rows with the same key within `rows` are stored once. On PostgreSQL one
+    `INSERT … ON CONFLICT DO NOTHING RETURNING` per batch, rows sorted by key (concurrent
+    senders lock index entries in the same order); on SQLite (writes serialised) the ORM.
+    """
+    unique: dict[LogKey, tuple] = {}
+    for row in rows:
+        unique.setdefault((row[1], bytes(row[15])), row)
+    if not unique:
+        return set()
+    ordered = [unique[key] for key in sorted(unique)]
+    if connection.vendor == "postgresql":
+        return _pg_insert_log_records(ordered)
+    return _orm_insert_log_records(ordered)
+
+
+_JSON_LOG_COLUMNS = {LOG_COLUMNS.index("body"), LOG_COLUMNS.index("attributes")}
+
+
+def _pg_insert_log_records(rows: list[tuple]) -> set[LogKey]:
+    placeholder = "(" + ", ".join("%s::jsonb" if i in _JSON_LOG_COLUMNS else "%s" for i in range(len(LOG_COLUMNS))) + ")"
+    new: set[LogKey] = set()
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), 500):
+            batch = rows[start : start + 500]
+            params = [
+                (None if value is None else dumps_json(value).decode()) if i in _JSON_LOG_COLUMNS else value
+                for row in batch
+                for i, value in enumerate(row)
+            ]
+            cursor.execute(
+                f"INSERT INTO ingest_logrecord ({', '.join(LOG_COLUMNS)}) VALUES {', '.join([placeholder] * len(batch))} "
+                "ON CONFLICT (project_id, time, digest) DO NOTHING RETURNING time, digest",
+                params,
+            )
+            new.update((time, bytes(digest)) for time, digest in cursor.fetchall())
+    return new
+
+
+def _orm_insert_log_records(rows: list[tuple]) -> set[LogKey]:
+    project_id = rows[0][0]
+    existing: set[LogKey] = set()
+    digests = [row[15] for row in rows]
+    for start in range(0, len(digests), 500):
+        existing.update(
+            (time, bytes(digest))
+            for time, digest in LogRecord.objects.filter(
+                project_id=project_id, digest__in=digests[start : start + 500]
+            ).values_list("time", "digest")
+        )
+    new_rows = [row for row in rows if (row[1], bytes(row[15])) not in existing]
+    LogRecord.objects.bulk_create([LogRecord(**dict(zip(LOG_COLUMNS, row))) for row in new_rows], batch_size=500)
+    return {(row[1], bytes(row[15])) for row in new_rows}
+
+
+def datetime_to_ns(moment: dt.datetime) -> int:
+    return (moment - _EPOCH) // _MICROSECOND * 1000
+
+
+_RESOURCE_ATTRIBUTES = Subquery(
+    Resource.objects.filter(pk=OuterRef("resource_id")).values("attributes")[:1], output_field=JSONField()
+)
+
+
+def stored_log_record(row: LogRecord) -> LogRecordRecord:
+    """A stored log record as the record log_events reads (its resource is not needed there)."""
+    return LogRecordRecord(
+        time_ns=datetime_to_ns(row.time),
+        observed_ns=datetime_to_ns(row.observed_time) if row.observed_time else 0,
+        trace_id=row.trace_id, span_id=row.span_id, severity_number=row.severity_number,
+        severity_text=row.severity_text, event_name=row.event_name, body=row.body, attributes=row.attributes or {},
+        flags=row.flags, scope_name=row.scope_name, scope_version=row.scope_version, call_id=row.call_id,
+        digest=bytes(row.digest), resource_attributes=getattr(row, "resource_attributes", None) or {},
+    )  # fmt: skip
+
+
+def find_trace_log_records(project_id: int, trace_ids: Sequence[str]) -> list[LogRecordRecord]:
+    """The stored log records of these traces (the joins read them; a trace holds few)."""
+    found: list[LogRecordRecord] = []
+    trace_ids = sorted(set(trace_ids))
+    for start in range(0, len(trace_ids), 500):
+        rows = (
+            LogRecord.objects.filter(project_id=project_id, trace_id__in=trace_ids[start : start + 500])
+            .only(
+                "time", "observed_time", "trace_id", "span_id", "severity_number", "severity_text", "event_name",
+                "body", "attributes", "flags", "scope_name", "scope_version", "call_id", "digest",
+            )  # fmt: skip
+            .annotate(resource_attributes=_RESOURCE_ATTRIBUTES)
+        )
+        found.extend(stored_log_record(row) for row in rows)
+    return found
+
+
+def find_toolcalls_in_traces(project_id: int, trace_ids: Sequence[str]) -> list[ToolCall]:
+    """The stored tool calls of these traces: key, call id, convention, start time."""
+    found: list[ToolCall] = []
+    trace_ids = sorted(set(trace_ids))
+    for start in range(0, len(trace_ids), 500):
+        found.extend(
+            ToolCall.objects.filter(project_id=project_id, trace_id__in=trace_ids[start : start + 500]).only(
+                "trace_id", "span_id", "call_id", "convention", "start_time"
+            )
+        )
+    return found
+
+
+def existing_toolcall_keys(project_id: int, keys: Iterable[Key]) -> set[Key]:
+    keys = sorted(set(keys))
+    found: set[Key] = set()
+    for start in range(0, len(keys), 500):
+        batch = keys[start : start + 500]
+        found.update(
+            (trace_id, span_id)
+            for trace_id, span_id in ToolCall.objects.filter(
+                project_id=project_id, trace_id__in=[k[0] for k in batch], span_id__in=[k[1] for k in batch]
+            ).values_list("trace_id", "span_id")
+            if (trace_id, span_id) in set(batch)
+        )
+    return found
+
+
+def trace_span_records(project_id: int, trace_ids: Iterable[str]) -> list[SpanRecord]:
+    """Every stored span of these traces as the records normalize reads (for re-classifying
+    their tool calls: a tool span, and the child spans some senders state its outcome on)."""
+    out: list[SpanRecord] = []
+    traces = sorted(set(trace_ids))
+    for start in range(0, len(traces), 500):
+        rows = Span.objects.filter(project_id=project_id, trace_id__in=traces[start : start + 500]).with_resource_attributes()
+        for row in rows.order_by("start_time", "span_id"):
+            out.append(
+                SpanRecord(
+                    trace_id=row.trace_id, span_id=row.span_id, parent_span_id=row.parent_span_id, name=row.name,
+                    kind=row.kind, start_ns=datetime_to_ns(row.start_time), end_ns=datetime_to_ns(row.end_time),
+                    status_code=row.status_code, status_message=row.status_message, attributes=row.attributes or {},
+                    resource_attributes=row.resource_attributes or {}, scope_name=row.scope_name,
+                    scope_version=row.scope_version, events=row.events or [], links=row.links or [],
+                    trace_state=row.trace_state, flags=row.flags, service=row.service, environment=row.environment,
+                    service_version=row.service_version,
+                )  # fmt: skip
+            )
+    return out
+
+
+# The fields of a tool call that classification fills (the rest is the span's own and stays).
+FAILURE_FIELDS = (
+    "ok", "soft_failure", "error_class", "classified_by", "error_type", "error_code", "message", "retryable",
+    "field", "suggestion", "retry_after_ms", "fingerprint", "contract", "result",
+)  # fmt: skip
+
+
+def update_toolcall_failure(project_id: int, key: Key, call: ToolCallRecord) -> dt.datetime | None:
+    """Give a stored tool call the classification of `call`; returns its start time when anything
+    changed (its rollup bucket must be recomputed), else None."""
+    stored = ToolCall.objects.filter(project_id=project_id, trace_id=key[0], span_id=key[1]).first()
+    if stored is None:
+        return None
+    values = {name: getattr(call, name) for name in FAILURE_FIELDS}
+    for name in ("error_class", "classified_by", "error_type", "error_code", "field"):
+        values[name] = _fit(values[name], _CALL_W[name])
+    if all(getattr(stored, name) == value for name, value in values.items()):
+        return None
+    ToolCall.objects.filter(pk=stored.pk).update(**values)
+    return stored.start_time
+
+
+def delete_toolcalls(project_id: int, keys: Iterable[Key]) -> list[dt.datetime]:
+    """Delete these tool calls; returns their start times (their buckets must be recomputed)."""
+    starts: list[dt.datetime] = []
+    for trace_id, span_id in sorted(set(keys)):
+        calls = ToolCall.objects.filter(project_id=project_id, trace_id=trace_id, span_id=span_id)
+        starts += calls.values_list("start_time", flat=True)
+        calls.delete()
+    return starts

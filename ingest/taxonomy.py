@@ -10,9 +10,11 @@ Sections, in the order the classifier consults them:
 1. the canonical `CLASSES` and their next actions;
 2. envelope keys (`CLASS_KEYS`, `RETRYABLE_KEYS`, ...) and the `SYNONYMS` of class names;
 3. status codes: `HTTP_STATUS_CLASSES`, `GRPC_CODES`, `JSONRPC_CODES`;
-4. exception and `error.type` names: `EXCEPTION_CLASSES`, `EXCEPTION_NAME_PATTERNS`;
-5. message phrases, last: `MESSAGE_PATTERNS`;
-6. contract quality: `GENERIC_MESSAGES`, `INTERNALS`, `CONTRACT_CHECKS`.
+4. exception and `error.type` names: `EXCEPTION_CLASSES`, `NAME_MESSAGE_REFINEMENTS`,
+   `EXCEPTION_NAME_PATTERNS`, and last (after the messages) `BROAD_EXCEPTION_CLASSES`;
+5. message phrases, weak evidence (only broad names come later): `MESSAGE_PATTERNS`;
+6. contract quality: `GENERIC_MESSAGES`, `INTERNALS`, `CONTRACT_CHECKS`;
+7. senders whose tool spans have a shape of their own (Claude Code): `NATIVE_TOOL_SPANS`.
 
 Pure data and tiny helpers, stdlib only: the standalone eval runner ships this module.
 """
@@ -322,11 +324,16 @@ def class_for_jsonrpc(code: int) -> str | None:
 
 
 # --- 4. Exception and error.type names ---------------------------------------------------
-# Looked up by the full dotted name, then by its last component (so anthropic.NotFoundError
-# finds NotFoundError), then through SYNONYMS, as an HTTP status name (Traceloop's MCP
+# Looked up by the full name (a Go pointer's "*" dropped), then by its last component after
+# "." or "::" (so anthropic.NotFoundError finds NotFoundError, std::io::ErrorKind::TimedOut
+# finds TimedOut), then by the code of an "Error:CODE" / "Error_CODE" category (Claude Code's
+# "Error:ENOENT"); then through SYNONYMS, as an HTTP status name (Traceloop's MCP
 # instrumentation sets error.type "SERVICE_UNAVAILABLE"), then through EXCEPTION_NAME_PATTERNS.
+# Keys are exact (case-sensitive): a runtime's own spelling, full name or last component.
+# A name of BROAD_EXCEPTION_CLASSES decides nothing here: it decides only after the messages.
 
 EXCEPTION_CLASSES: dict[str, str] = {
+    # --- Python (stdlib, httpx, requests, openai, aiohttp, pydantic, stripe, Django)
     # transient
     "TimeoutError": TRANSIENT, "asyncio.TimeoutError": TRANSIENT, "socket.timeout": TRANSIENT,
     "concurrent.futures.TimeoutError": TRANSIENT, "httpx.ReadTimeout": TRANSIENT,
@@ -337,7 +344,7 @@ EXCEPTION_CLASSES: dict[str, str] = {
     "BrokenPipeError": TRANSIENT, "httpx.ConnectError": TRANSIENT,
     "httpx.RemoteProtocolError": TRANSIENT, "openai.APIConnectionError": TRANSIENT,
     "openai.InternalServerError": TRANSIENT, "aiohttp.ServerDisconnectedError": TRANSIENT,
-    "UnknownHostException": TRANSIENT, "OperationalError": TRANSIENT,
+    "OperationalError": TRANSIENT,
     # permission
     "PermissionError": PERMISSION, "openai.AuthenticationError": PERMISSION,
     "openai.PermissionDeniedError": PERMISSION, "PermissionDenied": PERMISSION,
@@ -349,7 +356,7 @@ EXCEPTION_CLASSES: dict[str, str] = {
     "json.decoder.JSONDecodeError": VALIDATION, "pydantic.ValidationError": VALIDATION,
     "pydantic_core._pydantic_core.ValidationError": VALIDATION, "ValidationError": VALIDATION,
     "openai.BadRequestError": VALIDATION, "openai.UnprocessableEntityError": VALIDATION,
-    "IllegalArgumentException": VALIDATION, "SyntaxError": VALIDATION, "RangeError": VALIDATION,
+    "SyntaxError": VALIDATION, "RangeError": VALIDATION,
     # not_found
     "FileNotFoundError": NOT_FOUND, "LookupError": NOT_FOUND, "openai.NotFoundError": NOT_FOUND,
     "ObjectDoesNotExist": NOT_FOUND, "DoesNotExist": NOT_FOUND,
@@ -357,8 +364,103 @@ EXCEPTION_CLASSES: dict[str, str] = {
     "openai.ConflictError": BUSINESS, "stripe.error.CardError": BUSINESS, "CardError": BUSINESS,
     # fatal
     "NotImplementedError": FATAL, "ImportError": FATAL, "ModuleNotFoundError": FATAL,
+    #
+    # --- Node.js. The OTel JS SDK's Span.recordException writes an error's `code` as
+    # exception.type when it has one, else its `name` (opentelemetry-js sdk-trace-base Span.ts),
+    # so Node failures arrive as errno-style codes. Codes: nodejs.org/api/errors.html "Common
+    # system errors" and libuv's uv-errno map (EAI_AGAIN "temporary failure"). ENOTFOUND is
+    # "DNS lookup failed" (EAI_NODATA / EAI_NONAME): the host name does not resolve, so no retry
+    # can succeed (fatal), while EAI_AGAIN is the resolver's temporary failure (transient).
+    "ECONNRESET": TRANSIENT, "ETIMEDOUT": TRANSIENT, "ECONNREFUSED": TRANSIENT,
+    "ECONNABORTED": TRANSIENT, "EPIPE": TRANSIENT, "EAI_AGAIN": TRANSIENT,
+    "EHOSTUNREACH": TRANSIENT, "ENETUNREACH": TRANSIENT, "ENOTFOUND": FATAL,
+    "ENOENT": NOT_FOUND, "EACCES": PERMISSION, "EPERM": PERMISSION,
+    # AbortError (code ABORT_ERR): the caller aborted, as a timeout's AbortSignal does; like
+    # gRPC CANCELLED, transient. (A DOMException AbortError / TimeoutError has the numeric
+    # code 20 / 23, which is read as a number and decides nothing: its message decides.)
+    "AbortError": TRANSIENT, "ABORT_ERR": TRANSIENT,
+    # undici, Node's fetch (undici: github.com/nodejs/undici/blob/main/docs/api/Errors.md, lib/core/errors.js)
+    "UND_ERR_CONNECT_TIMEOUT": TRANSIENT, "UND_ERR_HEADERS_TIMEOUT": TRANSIENT,
+    "UND_ERR_BODY_TIMEOUT": TRANSIENT, "UND_ERR_SOCKET": TRANSIENT, "UND_ERR_ABORTED": TRANSIENT,
+    "ConnectTimeoutError": TRANSIENT, "HeadersTimeoutError": TRANSIENT, "BodyTimeoutError": TRANSIENT,
+    "SocketError": TRANSIENT,
+    # axios AxiosError codes (axios lib/core/AxiosError.js; ECONNABORTED above is its timeout
+    # or abort). ERR_BAD_REQUEST / ERR_BAD_RESPONSE are any 4xx / 5xx: BROAD_EXCEPTION_CLASSES.
+    "ERR_NETWORK": TRANSIENT, "ERR_CANCELED": TRANSIENT,
+    #
+    # --- Java (JDK javadoc: java.net, java.net.http, java.util.concurrent, java.io, java.nio.file;
+    # Apache HttpClient 4/5 and OkHttp, whose call timeout is InterruptedIOException("timeout"))
+    "java.net.SocketTimeoutException": TRANSIENT, "java.net.ConnectException": TRANSIENT,
+    "java.net.http.HttpTimeoutException": TRANSIENT, "java.net.http.HttpConnectTimeoutException": TRANSIENT,
+    "java.util.concurrent.TimeoutException": TRANSIENT, "java.io.InterruptedIOException": TRANSIENT,
+    "org.apache.http.conn.ConnectTimeoutException": TRANSIENT,
+    "org.apache.hc.client5.http.ConnectTimeoutException": TRANSIENT,
+    "org.apache.http.conn.HttpHostConnectException": TRANSIENT,
+    "org.apache.hc.client5.http.HttpHostConnectException": TRANSIENT,
+    "org.apache.http.NoHttpResponseException": TRANSIENT, "org.apache.hc.core5.http.NoHttpResponseException": TRANSIENT,
+    "okhttp3.internal.http2.StreamResetException": TRANSIENT,
+    "IllegalArgumentException": VALIDATION, "java.lang.NumberFormatException": VALIDATION,
+    "java.nio.file.AccessDeniedException": PERMISSION, "java.lang.SecurityException": PERMISSION,
+    # FileNotFoundException also reports "(Permission denied)": NAME_MESSAGE_REFINEMENTS.
+    "java.io.FileNotFoundException": NOT_FOUND, "java.nio.file.NoSuchFileException": NOT_FOUND,
+    "java.util.NoSuchElementException": NOT_FOUND,
     "UnsupportedOperationException": FATAL,
+    #
+    # --- Go (error.type is the error's type, fmt "%T", per the semconv error.type note; the
+    # sentinels of pkg.go.dev/context, /os and /io/fs as users name them)
+    "context.deadlineExceededError": TRANSIENT, "context.DeadlineExceeded": TRANSIENT,
+    "context.Canceled": TRANSIENT, "os.ErrDeadlineExceeded": TRANSIENT,
+    "os.ErrNotExist": NOT_FOUND, "fs.ErrNotExist": NOT_FOUND,
+    "os.ErrPermission": PERMISSION, "fs.ErrPermission": PERMISSION,
+    #
+    # --- .NET (learn.microsoft.com API reference; HttpClient's timeout is a
+    # TaskCanceledException, an OperationCanceledException, whose inner one is a TimeoutException)
+    "System.Threading.Tasks.TaskCanceledException": TRANSIENT, "System.OperationCanceledException": TRANSIENT,
+    "System.TimeoutException": TRANSIENT, "System.UnauthorizedAccessException": PERMISSION,
+    "System.ArgumentException": VALIDATION, "System.ArgumentNullException": VALIDATION,
+    "System.ArgumentOutOfRangeException": VALIDATION, "System.FormatException": VALIDATION,
+    # Unlike Python's KeyError on the arguments dict, a .NET tool binds its arguments to
+    # typed parameters: a dictionary miss is a lookup of a record that does not exist.
+    "System.Collections.Generic.KeyNotFoundException": NOT_FOUND,
+    "System.IO.FileNotFoundException": NOT_FOUND, "System.IO.DirectoryNotFoundException": NOT_FOUND,
+    "System.NotImplementedException": FATAL, "System.NotSupportedException": FATAL,
+    #
+    # --- Rust: std::io::ErrorKind variants as error.type values ("{:?}" of the kind); most
+    # already spell a class (TimedOut, NotFound, PermissionDenied). tracing-opentelemetry writes
+    # only exception.message (and the source chain as exception.stacktrace), never
+    # exception.type: reqwest and hyper failures are read by MESSAGE_PATTERNS.
+    "ConnectionReset": TRANSIENT, "ConnectionAborted": TRANSIENT, "ConnectionRefused": TRANSIENT,
+    "BrokenPipe": TRANSIENT, "InvalidInput": VALIDATION, "InvalidData": VALIDATION,
 }  # fmt: skip
+
+# Wrappers that carry every kind of failure of a layer (a socket, an HTTP client): their
+# message usually says which kind, so they decide only after MESSAGE_PATTERNS found nothing.
+BROAD_EXCEPTION_CLASSES: dict[str, str] = {
+    # axios: ERR_BAD_REQUEST is any 4xx ("Request failed with status code 404"), ERR_BAD_RESPONSE any 5xx.
+    "ERR_BAD_REQUEST": VALIDATION, "ERR_BAD_RESPONSE": TRANSIENT,
+    # Java: UnknownHostException is both the resolver's temporary failure and a name that does
+    # not exist ("Name or service not known": MESSAGE_PATTERNS' DNS row); SocketException is
+    # "Connection reset", "Broken pipe", ...
+    "java.net.UnknownHostException": TRANSIENT, "UnknownHostException": TRANSIENT,
+    "java.net.SocketException": TRANSIENT,
+    # Go: *net.OpError wraps every dial/read/write failure, *net.DNSError every lookup ("no such host").
+    "net.OpError": TRANSIENT, "net.DNSError": TRANSIENT,
+    # .NET: HttpRequestException is a refused connection, an unknown host, a TLS failure and
+    # EnsureSuccessStatusCode's "Response status code does not indicate success: 404 (Not Found)".
+    "System.Net.Http.HttpRequestException": TRANSIENT, "System.Net.Sockets.SocketException": TRANSIENT,
+}  # fmt: skip
+
+# A firm name whose message says it is another kind: (last name component, message, class).
+NAME_MESSAGE_REFINEMENTS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE), cls)
+    for name, pattern, cls in (
+        # Node's fetch (undici) rejects every network failure as TypeError("fetch failed"),
+        # the cause (UND_ERR_CONNECT_TIMEOUT, ECONNRESET, ...) not in exception.type.
+        ("TypeError", r"\bfetch failed\b", TRANSIENT),
+        # java.io.FileNotFoundException: "/etc/app.conf (Permission denied)" (FileInputStream javadoc).
+        ("FileNotFoundException", r"\(permission denied\)|\(access is denied\)", PERMISSION),
+    )
+)
 
 # On the last name component, case-insensitive, first match wins.
 EXCEPTION_NAME_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -373,14 +475,27 @@ EXCEPTION_NAME_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 
+_NAME_SEPARATORS = re.compile(r"::|\.")
+# Claude Code's error categories: "Error:ENOENT", and as an identifier "Error_ENOENT".
+_CATEGORY_CODE = re.compile(r"^\w*Error[:_](?P<code>[A-Z][A-Z0-9_]*)$")
+
+
+def _name_parts(name: str) -> tuple[str, str, str]:
+    """(full name, last component, category code or "") of an exception or error.type name."""
+    full = name.strip().lstrip("*&")
+    last = _NAME_SEPARATORS.split(full)[-1] if ("." in full or "::" in full) else full
+    match = _CATEGORY_CODE.match(last) if ":" in last or "_" in last else None
+    return full, last, match.group("code") if match else ""
+
 
 def class_for_error_name(name: str) -> str | None:
     """The class of an exception type or `error.type` value ("httpx.ReadTimeout", "timeout")."""
-    full = name.strip()
-    last = full.rsplit(".", 1)[-1]
-    for candidate in (full, last):
+    full, last, code = _name_parts(name)
+    for candidate in (full, last, code):
         if candidate in EXCEPTION_CLASSES:
             return EXCEPTION_CLASSES[candidate]
+        if candidate in BROAD_EXCEPTION_CLASSES:
+            return None  # decides only after the messages (broad_class_for_error_name)
     key = squash(last)
     if key in _NON_DECIDING:
         return None
@@ -394,7 +509,30 @@ def class_for_error_name(name: str) -> str | None:
     return None
 
 
-# --- 5. Message phrases: the weakest evidence, consulted last ---------------------------
+def broad_class_for_error_name(name: str) -> str | None:
+    """The class of a BROAD_EXCEPTION_CLASSES name ("java.net.UnknownHostException"), else None."""
+    full, last, _ = _name_parts(name)
+    return BROAD_EXCEPTION_CLASSES.get(full) or BROAD_EXCEPTION_CLASSES.get(last)
+
+
+def refines_error_name(name: str) -> bool:
+    """Whether a message may refine the class of this name (NAME_MESSAGE_REFINEMENTS)."""
+    return _name_parts(name)[1] in _REFINED_NAMES
+
+
+def refined_class_for_error_name(name: str, text: str) -> tuple[str, str] | None:
+    """(class, the words that decided) when a message refines the class of this name, else None."""
+    last = _name_parts(name)[1]
+    for refined, pattern, cls in NAME_MESSAGE_REFINEMENTS:
+        if refined == last and (match := pattern.search(text)):
+            return cls, match.group(0)
+    return None
+
+
+_REFINED_NAMES = frozenset(name for name, _, _ in NAME_MESSAGE_REFINEMENTS)
+
+
+# --- 5. Message phrases: weak evidence, consulted after the names (but for broad ones) ---
 # First match wins, so the order matters: "invalid token" is a permission error before it
 # is a validation error, "rate limit exceeded" transient before "limit exceeded" business.
 
@@ -413,6 +551,21 @@ MESSAGE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"connection (?:reset|refused|aborted|closed|error)|econnreset|econnrefused|broken pipe"
             r"|network (?:error|unreachable)|(?:could not|failed to|unable to) connect",
         ),
+        # Node errno codes in messages ("connect ETIMEDOUT 10.0.0.1:443", "getaddrinfo EAI_AGAIN"),
+        # Node's "socket hang up" (ECONNRESET), undici's "fetch failed" / "other side closed",
+        # Rust io::ErrorKind Debug spellings and hyper's IncompleteMessage, Go's "request
+        # canceled" / "context canceled", an aborted operation (AbortError, like CANCELLED) and
+        # Windows' WSAECONNREFUSED / WSAECONNRESET texts (.NET SocketException).
+        (
+            TRANSIENT,
+            r"\b(?:etimedout|econnaborted|epipe|eai_again|ehostunreach|enetunreach)\b|socket hang up"
+            r"|actively refused|forcibly closed"
+            r"|\bfetch failed\b|other side closed|connection(?:reset|refused|aborted)|incomplete ?message"
+            r"|\b(?:request|context) canceled\b|operation was aborted",
+        ),
+        # A host name that does not resolve: Node's ENOTFOUND, Go's and .NET's "no such host",
+        # glibc's / macOS's EAI_NONAME text. No retry can succeed (before not_found's "no such").
+        (FATAL, r"\benotfound\b|no such host\b|name or service not known|nodename nor servname"),
         (
             PERMISSION,
             r"permission denied|access denied|not authori[sz]ed|unauthori[sz]ed|forbidden"
@@ -420,7 +573,8 @@ MESSAGE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|(?:token|credentials?|session) (?:has |have )?(?:expired|been revoked)"
             r"|missing (?:the |required )?(?:scopes?|token|credentials?|api key)"
             r"|insufficient (?:scopes?|permissions?|privileges?)"
-            r"|authenticat(?:ion|e) (?:failed|required)|login required|approval (?:is )?required",
+            r"|authenticat(?:ion|e) (?:failed|required)|login required|approval (?:is )?required"
+            r"|operation not permitted|access to the path .{1,260}? is denied",
         ),
         (NOT_FOUND, r"not found|no such|does(?: not|n't) exist|unknown tool"),
         (
@@ -445,7 +599,8 @@ MESSAGE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|\b(?:is|are) required|required (?:field|parameter|argument|property)"
             r"|must (?:be|have|contain|match|not)|expected .{0,60}?(?:format|type|string|integer|number|date|one of)"
             r"|malformed|bad request|(?:could not|failed to|unable to) parse|parse error"
-            r"|unexpected (?:type|value|token|argument|keyword)|out of range|not a valid|wrong type|unprocessable",
+            r"|unexpected (?:type|value|token|argument|keyword)|out of range|not a valid|wrong type|unprocessable"
+            r"|cannot be (?:null|empty)",
         ),
     )
 )
@@ -586,4 +741,50 @@ CONTRACT_CHECKS: tuple[tuple[str, str], ...] = (
     ("specific_message", "the message says what failed (not 'Something went wrong')"),
     ("no_internals", "no stack trace, raw exception, SQL or credential in the message"),
     ("retryable_consistent", "the stated retryable flag agrees with the class"),
+)
+
+
+# --- 7. Senders with tool spans of their own shape ---------------------------------------------------------
+# A sender that marks a tool call by a fixed span name instead of a convention attribute, keeps
+# its fields in keys of its own, and states the outcome on a child span (docs/contract/spans.md#claude-code).
+
+
+@dataclass(frozen=True, slots=True)
+class NativeToolSpans:
+    convention: str  # the ToolCallRecord.convention of its tool calls
+    tool_span: str  # the name of a tool-call span
+    # (attribute, value) every tool-call span carries; a span of that name with neither it
+    # nor a tool-name or call-id key is left to the generic span-name rule.
+    marker: tuple[str, str]
+    tool_name_keys: tuple[str, ...]
+    call_id_keys: tuple[str, ...]
+    argument_keys: tuple[str, ...]
+    outcome_span: str  # the child span that states how the call ended
+    success_keys: tuple[str, ...]  # false means the call failed
+    # A category as a name (read by class_for_error_name), in order; a value with spaces is a message.
+    error_name_keys: tuple[str, ...]
+    # A category, or the whole message when the sender is told to log it.
+    error_keys: tuple[str, ...]
+
+
+NATIVE_TOOL_SPANS: tuple[NativeToolSpans, ...] = (
+    # Claude Code's beta traces (CLAUDE_CODE_ENHANCED_TELEMETRY_BETA=1), code.claude.com/docs/en/
+    # monitoring-usage "Traces (beta)": claude_code.interaction > claude_code.tool >
+    # claude_code.tool.blocked_on_user / claude_code.tool.execution. Every span carries
+    # span.type; the tool span ends with status UNSET, and only claude_code.tool.execution
+    # records the failure: status ERROR, success=false, error "Error:ENOENT" or "ShellError"
+    # (the full message with OTEL_LOG_TOOL_DETAILS=1), error_class "Error_ENOENT" (v2.1.268+).
+    # tool_input exists only under detailed beta tracing (not part of the stable schema).
+    NativeToolSpans(
+        convention="claude_code",
+        tool_span="claude_code.tool",
+        marker=("span.type", "tool"),
+        tool_name_keys=("tool_name",),
+        call_id_keys=("tool_use_id", "gen_ai.tool.call.id"),
+        argument_keys=("tool_input",),
+        outcome_span="claude_code.tool.execution",
+        success_keys=("success",),
+        error_name_keys=("error_class",),
+        error_keys=("error",),
+    ),
 )

@@ -1,9 +1,16 @@
-"""The OTLP/HTTP edge: authenticate, read, decode, hand to `services.spans_ingest`, answer per the OTLP spec."""
+"""The OTLP/HTTP edge: authenticate, read, decode, hand to the write service, answer per the OTLP spec.
+
+POST /v1/traces (`services.spans_ingest`), /v1/logs (`services.logs_ingest`) and /v1/metrics
+(answered, counted as dropped) share every step but the write: `_receive` then `_store`.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import http
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import Error as DatabaseError
@@ -12,6 +19,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from ingest import otlp, services
+from ingest.limits import IngestLimits
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +70,42 @@ def _error(media: str, status: int, message: str, **headers) -> HttpResponse:
     return _answer(media, status, otlp.status_body(media, status, message), **headers)
 
 
-@csrf_exempt
-def traces(request: HttpRequest) -> HttpResponse:
+@dataclass(frozen=True)
+class Signal:
+    """What differs between the OTLP/HTTP endpoints; every other step is shared (`_receive`)."""
+
+    noun: str  # in the 405 message: "POST OTLP/HTTP <noun> here"
+    items: str  # what a request carries, in the 413 message
+    decode: Callable[[bytes, str], object]  # (body, media) -> export request; raises otlp.OtlpError
+    count: Callable[[object], int]
+    limit: Callable[[IngestLimits], int] | None  # items allowed per request (None: no limit of its own)
+
+
+TRACES = Signal("traces", "spans", otlp.decode_request, otlp.count_spans, lambda limits: limits.max_spans_per_request)
+LOGS = Signal(
+    "logs", "log records", otlp.decode_logs_request, otlp.count_log_records,
+    lambda limits: limits.max_log_records_per_request,
+)  # fmt: skip
+# Metrics are answered (and counted as dropped) but not stored: no per-request count limit
+# beyond the body limits, since nothing per point is kept.
+METRICS = Signal("metrics", "metric data points", otlp.decode_metrics_request, otlp.count_data_points, None)
+
+
+@dataclass(frozen=True)
+class Received:
+    """A request that passed every shared step: authenticated, read, decompressed, decoded, counted."""
+
+    media: str
+    key: object  # ingest.models.ApiKey
+    export_request: object
+    count: int
+    limits: IngestLimits
+
+
+def _receive(request: HttpRequest, signal: Signal) -> Received | HttpResponse:
+    """The steps every OTLP/HTTP endpoint shares, in order: media type, method, key, body
+    (read, decompress, decode, count against the limit). A refusal is the response to send,
+    counted in ingest health once the key is known."""
     # Errors are answered in the request's own encoding; JSON when that is unknown.
     media, media_error = "json", None
     try:
@@ -71,7 +113,7 @@ def traces(request: HttpRequest) -> HttpResponse:
     except otlp.OtlpError as exc:
         media_error = exc
     if request.method != "POST":
-        return _error(media, 405, f"method {request.method} not allowed; POST OTLP/HTTP traces here", Allow="POST")
+        return _error(media, 405, f"method {request.method} not allowed; POST OTLP/HTTP {signal.noun} here", Allow="POST")
 
     try:
         key = services.api_key_authenticate(
@@ -90,30 +132,89 @@ def traces(request: HttpRequest) -> HttpResponse:
     try:
         body = read_body(request, limits.max_body_bytes)
         body = otlp.decompress(body, request.META.get("HTTP_CONTENT_ENCODING", ""), limits.max_decompressed_bytes)
-        export_request = otlp.decode_request(body, media)
+        export_request = signal.decode(body, media)
         del body  # the decoded message holds what is needed; free the bytes before the heavy part
-        spans = otlp.count_spans(export_request)
-        if spans > limits.max_spans_per_request:
-            raise otlp.OtlpError(413, f"{spans} spans in one request exceeds the limit of {limits.max_spans_per_request}")
+        count = signal.count(export_request)
+        if signal.limit is not None and count > signal.limit(limits):
+            raise otlp.OtlpError(413, f"{count} {signal.items} in one request exceeds the limit of {signal.limit(limits)}")
     except (BodyError, otlp.OtlpError) as exc:
         logger.info("ingest: refused a request of project %s: %s %s", project.slug, exc.http_status, exc.message)
         _count_refusal(project, exc.http_status)
         if isinstance(exc, otlp.OtlpError):
             return _answer(media, exc.http_status, otlp.error_body(media, exc))  # names the JSON field too
         return _error(media, exc.http_status, exc.message)
+    return Received(media, key, export_request, count, limits)
 
-    # Received once read in full: a slow upload does not age the spans (services.MAX_WRITE).
+
+def _store(received: Received, write: Callable[[dt.datetime], object], partial_success_body) -> HttpResponse:
+    """Run the signal's one write, touch the key, answer: success, partial success, or 503."""
+    media = received.media
+    # Received once read in full: a slow upload does not age the data (services.MAX_WRITE).
     now = timezone.now()
     try:
-        result = services.spans_ingest(project=project, request=export_request, limits=limits, now=now)
-        services.api_key_touch(key=key, now=now)
+        result = write(now)
+        services.api_key_touch(key=received.key, now=now)
     except DatabaseError:
         logger.exception("ingest: database refused the write; answering 503")
         return _unavailable(media)
-
     if result.rejected_count:
-        return _answer(media, 200, otlp.partial_success_body(media, result.rejected_count, result.rejection_message()))
+        return _answer(media, 200, partial_success_body(media, result.rejected_count, result.rejection_message()))
     return _answer(media, 200, otlp.success_body(media))
+
+
+@csrf_exempt
+def traces(request: HttpRequest) -> HttpResponse:
+    received = _receive(request, TRACES)
+    if isinstance(received, HttpResponse):
+        return received
+    project = received.key.project
+    return _store(
+        received,
+        lambda now: services.spans_ingest(project=project, request=received.export_request, limits=received.limits, now=now),
+        otlp.partial_success_body,
+    )
+
+
+@csrf_exempt
+def logs(request: HttpRequest) -> HttpResponse:
+    """POST /v1/logs: log records stored, agents' tool events made tool calls (docs/contract/logs.md)."""
+    received = _receive(request, LOGS)
+    if isinstance(received, HttpResponse):
+        return received
+    project = received.key.project
+    return _store(
+        received,
+        lambda now: services.logs_ingest(project=project, request=received.export_request, limits=received.limits, now=now),
+        otlp.logs_partial_success_body,
+    )
+
+
+@dataclass(frozen=True)
+class _Dropped:
+    """The outcome of a metrics request: every data point accepted and dropped."""
+
+    rejected_count: int
+
+    def rejection_message(self) -> str:
+        return f"Toolwatch stores traces and logs; {self.rejected_count} metric data points dropped"
+
+
+@csrf_exempt
+def metrics(request: HttpRequest) -> HttpResponse:
+    """POST /v1/metrics: answered per OTLP so exporters stay quiet, not stored.
+
+    A partial success with rejected_data_points = every point and a message saying why: OTLP
+    clients do not retry a partial success, and the drop is counted in ingest health."""
+    received = _receive(request, METRICS)
+    if isinstance(received, HttpResponse):
+        return received
+    project = received.key.project
+
+    def write(now: dt.datetime) -> _Dropped:
+        services.metrics_dropped(project=project, data_points=received.count, now=now)
+        return _Dropped(received.count)
+
+    return _store(received, write, otlp.metrics_partial_success_body)
 
 
 def _unavailable(media: str) -> HttpResponse:

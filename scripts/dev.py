@@ -7,10 +7,11 @@
 Both create ./.venv on first use and reinstall only when pyproject.toml changes.
 The database is DATABASE_URL, or a SQLite file under ./var by default.
 
-`run` starts three processes: the web server (waitress), the Celery worker with its beat,
-and a live demo sender (`manage.py simulate --live`) that posts the demo fleet's traffic
-to the web server over OTLP/HTTP every few seconds, with a key the quickstart keeps in
-var/demo-live.key. DEMO_TRAFFIC=0 leaves the sender out.
+`run` starts four processes: the web server (waitress), the OTLP/gRPC receiver
+(`manage.py grpcserver`, on TOOLWATCH_OTLP_GRPC_PORT, 4317 by default), the Celery worker
+with its beat, and a live demo sender (`manage.py simulate --live`) that posts the demo
+fleet's traffic to the web server over OTLP/HTTP every few seconds, with a key the
+quickstart keeps in var/demo-live.key. DEMO_TRAFFIC=0 leaves the sender out.
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ def run() -> None:
         [str(PYTHON), "-m", "waitress", f"--listen={host}:{port}", "--threads=8", "config.wsgi:application"],
         cwd=ROOT,
     )
-    processes = [web, worker]
+    # OTLP/gRPC on :4317 beside OTLP/HTTP, for exporters configured with OTEL_EXPORTER_OTLP_PROTOCOL=grpc.
+    grpc_port = os.environ.get("TOOLWATCH_OTLP_GRPC_PORT", "4317")
+    grpc = subprocess.Popen([str(PYTHON), "manage.py", "grpcserver", "--host", host, "--port", grpc_port], cwd=ROOT)
+    processes = [web, worker, grpc]
     if os.environ.get("DEMO_TRAFFIC", "1") != "0":
         # The demo keeps living: the same fleet, its search_kb drift still in force, sent as a real
         # OTLP sender would (the first send waits for the server; a failed one is retried).
@@ -88,6 +92,7 @@ def run() -> None:
             )
         )  # fmt: skip
     print(f"serving Toolwatch on http://{host}:{port}/  (Ctrl-C stops)", flush=True)
+    print(f"OTLP/gRPC on {_client_host(host)}:{grpc_port}  (OTEL_EXPORTER_OTLP_PROTOCOL=grpc)", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)  # a plain kill stops the children too
     try:
         while all(process.poll() is None for process in processes):
@@ -103,7 +108,7 @@ def run() -> None:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
-    sys.exit(web.returncode or worker.returncode or 0)
+    sys.exit(web.returncode or worker.returncode or grpc.returncode or 0)
 
 
 def _client_host(host: str) -> str:

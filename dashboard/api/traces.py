@@ -13,8 +13,10 @@ from rest_framework.views import APIView
 
 from dashboard import waterfall
 from dashboard.api.base import ProjectScopedMixin
+from dashboard.selectors import calls as call_selectors
+from dashboard.selectors import logs as log_selectors
 from dashboard.selectors import traces as trace_selectors
-from ingest.models import Span, ToolCall
+from ingest.models import LogRecord, Span, ToolCall
 from ingest.taxonomy import ERROR_CLASSES
 
 # --- serializers ------------------------------------------------------------------------------
@@ -59,6 +61,59 @@ class WaterfallSpanSerializer(serializers.Serializer):
     span = SpanSerializer()
 
 
+class CallAttemptSerializer(serializers.Serializer):
+    span_id = serializers.CharField(help_text="The attempt's tool span (one of tool_calls).")
+    number = serializers.IntegerField(help_text="Its position in the call: 1 for the first attempt, 2 for the first retry, ...")
+    start_time = serializers.DateTimeField(source="start")
+    offset_ms = serializers.FloatField(help_text="Start, in ms after the trace's first span started.")
+    ok = serializers.BooleanField()
+    error_class = serializers.CharField(allow_null=True, help_text="Null when it succeeded; `unknown` for a failure with no class.")
+    latency_ms = serializers.FloatField()
+    call_id = serializers.CharField(allow_blank=True)
+    marked_attempt = serializers.IntegerField(allow_null=True, help_text="`tool.call.attempt` as sent (null: not sent).")
+    resend_count = serializers.IntegerField(allow_null=True, help_text="`http.request.resend_count` as sent (null: not sent).")
+    escalated = serializers.BooleanField()
+    failed_retry = serializers.BooleanField(help_text="A retry that failed (false for a first attempt).")
+    wasted_retry = serializers.BooleanField(help_text="A retry after an attempt that failed with a permanent class.")
+    blind_retry = serializers.BooleanField(help_text="A retry of a validation failure with the arguments unchanged.")
+
+
+class LogicalCallSerializer(serializers.Serializer):
+    """One logical call: attempts linked as the rollups link them (docs/contract/attempts.md)."""
+
+    tool = serializers.CharField()
+    service = serializers.CharField(help_text="The first attempt's, as the rollups count the call; so are environment and agent.")
+    environment = serializers.CharField(allow_blank=True)
+    agent = serializers.CharField(allow_blank=True)
+    start_time = serializers.DateTimeField(source="start", help_text="The first attempt's start.")
+    ok = serializers.BooleanField(help_text="The outcome: the last attempt's.")
+    error_class = serializers.CharField(allow_null=True, help_text="Null when ok; else the last attempt's class (`unknown` when it has none).")
+    attempt_count = serializers.IntegerField()
+    retries = serializers.IntegerField(help_text="attempt_count - 1.")
+    failed_retries = serializers.IntegerField()
+    wasted_retries = serializers.IntegerField()
+    blind_retries = serializers.IntegerField()
+    escalated = serializers.BooleanField(help_text="Any attempt was escalated (handed to a human).")
+    latency_ms = serializers.FloatField(help_text="The sum of the attempts' latencies.")
+    attempts = CallAttemptSerializer(many=True, help_text="In linking order.")
+
+
+class LogRecordSerializer(serializers.ModelSerializer):
+    """One log record of the trace (POST /v1/logs), redacted and truncated as stored."""
+
+    severity = serializers.SerializerMethodField(help_text="severity_text, else the short name of severity_number.")
+
+    class Meta:
+        model = LogRecord
+        fields = (
+            "time", "observed_time", "trace_id", "span_id", "severity_number", "severity_text", "severity",
+            "event_name", "body", "attributes", "call_id", "scope_name", "scope_version",
+        )  # fmt: skip
+
+    def get_severity(self, record: LogRecord) -> str:
+        return log_selectors.severity_name(record.severity_number, record.severity_text)
+
+
 class TraceSerializer(serializers.Serializer):
     trace_id = serializers.CharField()
     start_time = serializers.DateTimeField()
@@ -67,6 +122,13 @@ class TraceSerializer(serializers.Serializer):
     truncated = serializers.BooleanField(help_text=f"More than {trace_selectors.MAX_SPANS} spans: only the first are here.")
     spans = WaterfallSpanSerializer(many=True, help_text="In waterfall order: depth first, siblings by start time.")
     tool_calls = ToolCallSerializer(many=True)
+    logs = LogRecordSerializer(
+        many=True, help_text=f"The trace's log records, oldest first (at most {log_selectors.MAX_LOG_RECORDS})."
+    )
+    calls = LogicalCallSerializer(
+        many=True, help_text="The trace's logical calls (its tool calls as attempts, linked as the rollups link them), "
+        "by first attempt; a truncated trace's cover all its tool calls.",
+    )
 
 
 # --- views ------------------------------------------------------------------------------------
@@ -169,17 +231,24 @@ class TraceView(ProjectScopedMixin, APIView):
             raise Http404("no such trace in this project")
         layout = waterfall.build(trace.spans)
         calls = sorted(trace.calls.values(), key=lambda call: (call.start_time, call.span_id))
+        logs = log_selectors.trace_logs(self.project, trace.trace_id)[: log_selectors.MAX_LOG_RECORDS]
+        start, end = layout.start, layout.end
+        if start is None:  # a trace of log records alone: its bounds are its calls' and records'
+            moments = [call.start_time for call in calls] + [record.time for record in logs]
+            start, end = min(moments), max([call.end_time for call in calls] + [record.time for record in logs])
         data = {
             "trace_id": trace.trace_id,
-            "start_time": layout.start,
-            "end_time": layout.end,
-            "duration_ms": layout.duration_ms,
+            "start_time": start,
+            "end_time": end,
+            "duration_ms": layout.duration_ms if layout.start is not None else (end - start).total_seconds() * 1000,
             "truncated": trace.truncated,
             "spans": [
                 {"depth": row.depth, "orphan": row.orphan, "offset_ms": row.offset_ms, "duration_ms": row.duration_ms, "span": row.span}
                 for row in layout.rows
             ],
             "tool_calls": calls,
+            "logs": logs,
+            "calls": call_selectors.trace_calls(self.project, trace),
         }
         return Response(TraceSerializer(data).data)
 

@@ -20,7 +20,7 @@ from django.db.models import Q
 
 from dashboard import timerange
 from dashboard.models import ToolRollup
-from ingest.models import Project, Span, ToolCall
+from ingest.models import LogRecord, Project, Span, ToolCall
 from ingest.taxonomy import ERROR_CLASSES
 
 PAGE_SIZE = 50
@@ -293,7 +293,18 @@ def filter_choices(project: Project, *, start: dt.datetime, end: dt.datetime) ->
 
 
 def trace_exists(project: Project, trace_id: str) -> bool:
-    return Span.objects.filter(project=project, trace_id=trace_id).exists()
+    if Span.objects.filter(project=project, trace_id=trace_id).exists():
+        return True
+    return project.logs_since is not None and _has_log_side(project, trace_id)
+
+
+def _has_log_side(project: Project, trace_id: str) -> bool:
+    """A trace of log records alone: an agent that reports its tool uses as log events (and
+    no spans) has tool calls and records under the trace id of its session (docs/contract/logs.md)."""
+    return (
+        ToolCall.objects.filter(project=project, trace_id=trace_id).exists()
+        or LogRecord.objects.filter(project=project, trace_id=trace_id).exists()
+    )
 
 
 # --- one trace ------------------------------------------------------------------------------
@@ -319,7 +330,13 @@ def trace_get(project: Project, trace_id: str) -> Trace | None:
         .order_by("start_time", "span_id")[: MAX_SPANS + 1]
     )
     if not spans:
-        return None
+        if project.logs_since is None:  # no log records ever: no trace of them either
+            return None
+        # A trace of log records alone: its tool calls came from an agent's log events.
+        calls = list(ToolCall.objects.filter(project=project, trace_id=trace_id).order_by("start_time")[: MAX_SPANS + 1])
+        if not calls and not LogRecord.objects.filter(project=project, trace_id=trace_id).exists():
+            return None
+        return Trace(trace_id, [], {call.span_id: call for call in calls[:MAX_SPANS]}, len(calls) > MAX_SPANS)
     truncated = len(spans) > MAX_SPANS
     spans = spans[:MAX_SPANS]
     # A tool call starts when its span does: the spans' time bounds prune the day partitions.

@@ -13,6 +13,8 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 
 from dashboard import timerange, waterfall
+from dashboard.selectors import calls as call_selectors
+from dashboard.selectors import logs as log_selectors
 from dashboard.selectors import traces as trace_selectors
 from dashboard.views.common import PageScope, page_scope
 from ingest.taxonomy import CONTRACT_CHECKS, ERROR_CLASSES
@@ -151,30 +153,80 @@ def trace_detail(request, project, trace_id):
     if trace is None:
         raise Http404("no such trace in this project")
     layout = waterfall.build(trace.spans)
-    start_ns = (layout.start - EPOCH) // dt.timedelta(microseconds=1) * 1000
+    started = _started(scope.project, trace, layout)
+    start_ns = (started - EPOCH) // dt.timedelta(microseconds=1) * 1000
     views = []
     for row in layout.rows:
         call = trace.calls.get(row.span.span_id)
         if call is not None:
-            call.contract_rows = _contract_rows(call)
-            call.arguments_text = None if call.arguments is None else _value_text(call.arguments)
-            call.result_text = None if call.result is None else _value_text(call.result)
+            _prepare_call(call)
         views.append(
             SpanView(row, call, _pairs(row.span.attributes), _pairs(row.span.resource_attributes), _events(row.span, start_ns))
         )
     calls = [view.call for view in views if view.call is not None]
+    if not trace.spans:  # a trace of log records alone: its tool calls have no span to hang on
+        calls = sorted(trace.calls.values(), key=lambda call: (call.start_time, call.span_id))
+        for call in calls:
+            _prepare_call(call)
     return render(
         request,
         "dashboard/trace.html",
         scope.context(
             trace=trace,
+            started=started,
             waterfall=layout,
             spans=views,
             calls=calls,
             failed_calls=sum(not call.ok for call in calls),
             services=sorted({span.service for span in trace.spans}),
+            logical_calls=call_selectors.trace_calls(scope.project, trace),  # templates/dashboard/_trace_calls.html
+            **_trace_logs_context(scope.project, trace, start_ns),  # templates/dashboard/_trace_logs.html
         ),
     )
+
+
+
+def _prepare_call(call) -> None:
+    call.contract_rows = _contract_rows(call)
+    call.arguments_text = None if call.arguments is None else _value_text(call.arguments)
+    call.result_text = None if call.result is None else _value_text(call.result)
+
+
+def _started(project, trace, layout) -> dt.datetime:
+    """Where the trace's offsets count from: its first span, else (a trace of log records
+    alone) its first tool call or log record."""
+    if layout.start is not None:
+        return layout.start
+    moments = [call.start_time for call in trace.calls.values()]
+    first_log = log_selectors.trace_logs(project, trace.trace_id)[:1]
+    return min(moments + [record.time for record in first_log], default=EPOCH)
+
+
+def _trace_logs_context(project, trace, trace_start_ns: int) -> dict:
+    """The trace's log records for _trace_logs.html: each with its time offset, severity, body
+    and attributes as text, and the span it belongs to (its own span id, else the tool call
+    whose call id it names)."""
+    records = log_selectors.trace_logs(project, trace.trace_id)
+    truncated = len(records) > log_selectors.MAX_LOG_RECORDS
+    span_ids = {span.span_id for span in trace.spans}
+    by_call_id = {call.call_id: call.span_id for call in trace.calls.values() if call.call_id}
+    rows = []
+    for record in records[: log_selectors.MAX_LOG_RECORDS]:
+        time_ns = (record.time - EPOCH) // dt.timedelta(microseconds=1) * 1000
+        body = None if record.body is None else _value_text(record.body)
+        linked = record.span_id if record.span_id in span_ids else by_call_id.get(record.call_id, "") if record.call_id else ""
+        rows.append({
+            "record": record,
+            "offset_ms": (time_ns - trace_start_ns) / 1e6,
+            "severity": log_selectors.severity_name(record.severity_number, record.severity_text),
+            "error": record.severity_number >= 17,
+            "body": body,
+            "body_long": body is not None and (len(body) > LONG_VALUE_CHARS or "\n" in body),
+            "attributes": _pairs(record.attributes),
+            "linked_span": linked,
+            "linked_call": linked in trace.calls,
+        })  # fmt: skip
+    return {"trace_logs": rows, "trace_logs_truncated": truncated}
 
 
 urlpatterns = [

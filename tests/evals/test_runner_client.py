@@ -144,7 +144,8 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     fake = FakeToolwatch()
-    thread = threading.Thread(target=fake.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for the loop's next look, 0.5 s by default.
+    thread = threading.Thread(target=fake.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield fake
     fake.shutdown()

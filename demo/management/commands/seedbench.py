@@ -109,6 +109,9 @@ class Command(BaseCommand):
         finally:
             exporter.shutdown()  # closes its keep-alive connection
             server.del_channel()  # the loop ends once it serves nothing; closing under it breaks select()
+            # Its wake-up pipe counts as something served: close it from the loop's own thread, or
+            # the loop runs on and the join waits out its whole timeout.
+            server.trigger.pull_trigger(server.trigger.close)
             thread.join(timeout=5)
             server.close()
 
