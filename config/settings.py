@@ -161,6 +161,8 @@ DEFAULT_RETENTION_DAYS = env_int("TOOLWATCH_RETENTION_DAYS", 30, minimum=1)
 # Alert webhooks and Slack URLs may not point at loopback, private or link-local hosts (SSRF):
 # set this only where the receiver is meant to be on the internal network.
 TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS = env_bool("TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS", False)
+# Bearer token of /metrics; unset = only loopback scrapes are answered (config/ops.py).
+TOOLWATCH_METRICS_TOKEN = env_str("TOOLWATCH_METRICS_TOKEN", "")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
