@@ -185,7 +185,6 @@ def trace_detail(request, project, trace_id):
     )
 
 
-
 def _prepare_call(call) -> None:
     call.contract_rows = _contract_rows(call)
     call.arguments_text = None if call.arguments is None else _value_text(call.arguments)
