@@ -13,3 +13,10 @@ def projects_named(slug: str | None):
         if not projects.exists():
             raise CommandError(f"no project with slug {slug!r}")
     return projects
+
+
+def validation_message(exc) -> str:
+    """A service's ValidationError ({field: [messages]}) as one line for a command's error."""
+    if hasattr(exc, "message_dict"):
+        return "; ".join(f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items())
+    return " ".join(exc.messages)
