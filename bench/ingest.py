@@ -482,6 +482,22 @@ class Gunicorn(ServerProcess):
         return children_of(self.process.pid) if self.process else []
 
 
+def durability_failures(counts: dict, *, spans: int, tools: int, failing: int, resources: int, label: str = "") -> list[str]:
+    """What the stored counts (spans, distinct_spans, tool_calls, failed_calls, resources,
+    dangling_spans) say went wrong against what was sent: every span once, every tool span a
+    tool call, every failing one failed, every resource once and referred to."""
+    found = []
+    if counts["resources"] != resources or counts["dangling_spans"]:
+        found.append(f"{label}resources stored {counts['resources']} != {resources} sent, or {counts['dangling_spans']} spans without one")
+    if counts["spans"] != spans or counts["distinct_spans"] != counts["spans"]:
+        found.append(f"{label}stored spans {counts['spans']} (distinct {counts['distinct_spans']}) != spans sent {spans}")
+    if counts["tool_calls"] != tools:
+        found.append(f"{label}stored tool calls {counts['tool_calls']} != tool spans sent {tools}")
+    if counts["failed_calls"] != failing:
+        found.append(f"{label}failed tool calls stored {counts['failed_calls']} != failing tool spans sent {failing}")
+    return found
+
+
 def server_env(url: str, extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLWATCH_LIMIT_")}
     env.update(DATABASE_URL=url, DEBUG="0", DJANGO_SETTINGS_MODULE="config.settings", PYTHONUNBUFFERED="1")
@@ -971,15 +987,10 @@ def grpc_phase(args, cycle, key: str, project_id: int, first_copy: int, ceiling:
     log(f"  durability: {_fmt(stored['spans'])} spans stored / {_fmt(sent_spans)} sent in {len(ok)} requests answered OK; "
         f"{_fmt(stored['tool_calls'])} tool calls stored / {_fmt(sent_tools)} tool spans sent; "
         f"{_fmt(stored['failed_calls'])} failed calls stored / {_fmt(sent_failing)} failing sent")  # fmt: skip
-    sent_resources = cycle_resources(cycle)
-    if after["resources"] != sent_resources or after["dangling_spans"]:
-        failures.append(f"gRPC: resources stored {after['resources']} != {sent_resources} sent, or {after['dangling_spans']} spans without one")
-    if stored["spans"] != sent_spans or stored["distinct_spans"] != stored["spans"]:
-        failures.append(f"gRPC: stored spans {stored['spans']} (distinct {stored['distinct_spans']}) != spans sent {sent_spans}")
-    if stored["tool_calls"] != sent_tools:
-        failures.append(f"gRPC: stored tool calls {stored['tool_calls']} != tool spans sent {sent_tools}")
-    if stored["failed_calls"] != sent_failing:
-        failures.append(f"gRPC: failed tool calls stored {stored['failed_calls']} != failing tool spans sent {sent_failing}")
+    failures += durability_failures(
+        {**stored, "resources": after["resources"], "dangling_spans": after["dangling_spans"]},
+        spans=sent_spans, tools=sent_tools, failing=sent_failing, resources=cycle_resources(cycle), label="gRPC: ",
+    )
 
     big = None
     if not args.skip_rss:
@@ -1202,14 +1213,9 @@ def main(argv=None) -> int:
     sent_resources = cycle_resources(cycle)
     log(f"  resources: {counts['resources']} stored / {sent_resources} distinct sent; "
         f"{counts['dangling_spans']} spans refer to no stored resource (should be 0)")  # fmt: skip
-    if counts["resources"] != sent_resources or counts["dangling_spans"]:
-        failures.append(f"resources stored {counts['resources']} != {sent_resources} sent, or {counts['dangling_spans']} spans without one")
-    if counts["spans"] != sent_spans or counts["distinct_spans"] != counts["spans"]:
-        failures.append(f"stored spans {counts['spans']} (distinct {counts['distinct_spans']}) != spans sent {sent_spans}")
-    if counts["tool_calls"] != sent_tools:
-        failures.append(f"stored tool calls {counts['tool_calls']} != tool spans sent {sent_tools}")
-    if counts["failed_calls"] != sent_failing:
-        failures.append(f"failed tool calls stored {counts['failed_calls']} != failing tool spans sent {sent_failing}")
+    failures += durability_failures(
+        counts, spans=sent_spans, tools=sent_tools, failing=sent_failing, resources=sent_resources
+    )
 
     # 5. Peak RSS for a 64 MiB request
     big = None

@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest import normalize
+
+# Attribute values read as normalize reads them (one definition of these coercions).
+from ingest.normalize import _first_text, _text
 from ingest.records import SpanRecord, ToolCallRecord
 
 # The instrumentation scope Claude Code's event logger uses; its records carry the bare
@@ -380,21 +383,6 @@ def with_digest(record: LogRecordRecord) -> LogRecordRecord:
 
 
 # --- small coercions -------------------------------------------------------------------------
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if value is None or isinstance(value, (dict, list)):
-        return ""
-    return str(value)
-
-
-def _first_text(attrs: dict[str, Any], keys: tuple[str, ...]) -> str:
-    for key in keys:
-        if text := _text(attrs.get(key)).strip():
-            return text
-    return ""
 
 
 def _first_value(attrs: dict[str, Any], keys: tuple[str, ...]) -> Any:

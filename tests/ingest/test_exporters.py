@@ -8,40 +8,17 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 import urllib.parse
 
 import pytest
-from django.core.handlers.wsgi import WSGIHandler
 from django.db import connection
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
-from waitress.server import create_server
 
-from ingest import partitions
 from ingest.models import Span, ToolCall
 from tests.factories import make_key
 from tests.otlp_builders import agent_with_tools, json_bytes, json_request, json_span, sdk_spans
-
-
-@pytest.fixture
-def live_url(transactional_db):
-    partitions.forget_cache()
-    server = create_server(WSGIHandler(), host="127.0.0.1", port=0, threads=2, clear_untrusted_proxy_headers=True)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.effective_port}"
-    server.close()
-    thread.join(timeout=5)
-    if connection.vendor == "postgresql":
-        # The server's threads hold their own connections; the test database must be droppable.
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-    partitions.forget_cache()
 
 
 def tool_spans():

@@ -9,14 +9,12 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import threading
 import time
 from unittest import mock
 
 import pytest
 from django.conf import settings
-from django.core.handlers.wsgi import WSGIHandler
-from django.db import OperationalError, connection
+from django.db import OperationalError
 from django.test import override_settings
 from google.protobuf import json_format
 from google.rpc import status_pb2
@@ -29,7 +27,6 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, LogRecordExportResult, SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
-from waitress.server import create_server
 
 from dashboard.models import ToolRollup
 from dashboard.rollups.refresh import rollups_refresh
@@ -133,22 +130,6 @@ def project_key(db):
 
 # --- the official exporter ---------------------------------------------------------------------
 
-
-@pytest.fixture
-def live_url(transactional_db):
-    server = create_server(WSGIHandler(), host="127.0.0.1", port=0, threads=2, clear_untrusted_proxy_headers=True)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.effective_port}"
-    server.close()
-    thread.join(timeout=5)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:  # the server's threads hold their own connections
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-    partitions.drop_partitions_before(dt.date(9999, 1, 1))
 
 
 def test_the_official_python_log_exporter_lands_every_record_once(live_url):

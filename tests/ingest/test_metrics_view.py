@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
-from django.core.handlers.wsgi import WSGIHandler
-from django.db import OperationalError, connection
+from django.db import OperationalError
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -15,7 +13,6 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricExportResult
 from opentelemetry.sdk.resources import Resource
-from waitress.server import create_server
 
 from dashboard.selectors.health import ingest_health
 from ingest.models import IngestStat, LogRecord, Span
@@ -49,21 +46,6 @@ def post(client, body: bytes, key: str | None, content_type: str = PB, path: str
 def project_key(db):
     return make_key()
 
-
-@pytest.fixture
-def live_url(transactional_db):
-    server = create_server(WSGIHandler(), host="127.0.0.1", port=0, threads=2, clear_untrusted_proxy_headers=True)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.effective_port}"
-    server.close()
-    thread.join(timeout=5)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
 
 
 def test_the_official_python_metric_exporter_succeeds_and_the_drop_is_counted(live_url):
