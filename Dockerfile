@@ -9,6 +9,9 @@ COPY evals ./evals
 COPY demo ./demo
 RUN pip install --no-cache-dir .
 COPY . .
+# Hashed, compressed static files (plotly.js from the plotly package) into var/staticfiles: the
+# manifest storage needs them before the first page; the key here only lets settings load.
+RUN SECRET_KEY=collectstatic-at-build-time python manage.py collectstatic --no-input -v 0
 # Run as a non-root user; it owns /app because settings create var/ (static files, beat schedule).
 RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin toolwatch \
     && mkdir -p /app/var && chown -R toolwatch:toolwatch /app

@@ -56,16 +56,101 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import random  # noqa: E402
 from datetime import timedelta  # noqa: E402
 
-from dashboard.drift import HOUR, HourlySeries, Thresholds, replay  # noqa: E402
-from demo.scenarios import (  # noqa: E402
-    CHANGE_SCENARIOS,
-    EVALUATION_LAG,
-    QUIET_SCENARIOS,
-    SCENARIOS,
-    generate,
+from dashboard.drift import (  # noqa: E402
+    HOUR,
+    RETRY_RISE_FLAT_ERROR,
+    WASTED_RETRIES,
+    HourlySeries,
+    Thresholds,
+    replay,
 )
+from demo import scenarios as demo  # noqa: E402
+from demo.scenarios import CHANGE_SCENARIOS as DEMO_CHANGE_SCENARIOS  # noqa: E402
+from demo.scenarios import EVALUATION_LAG, QUIET_SCENARIOS, Expectation, Scenario  # noqa: E402
+from demo.scenarios import SCENARIOS as DEMO_SCENARIOS  # noqa: E402
+
+# --- scenarios of this bench: a condition that began inside the baseline, and backfills ----------
+#
+# Onset in the baseline: the change began 1-2 days before the detectors first look at the
+# tool (the project was just connected with its history, a mute or a hand resolve ran out,
+# an importer loaded the days before): the first evaluations' baselines hold 18-42 hours of
+# it. Expected: the alert within 3 h (wasted retries) or 2 h (a retry step) of the first look.
+# Backfill: the S2 ramp / S5 step arrive after the fact, and the range evaluation replays the
+# hours they cover hourly (drift_evaluate_range: the 5-minute rollups of old hours are gone);
+# expected as in S2 (6 h from passing 1.5x) and S5 (2 h from the step, hourly).
+LOOK_AFTER = {"o1_wasted_in_baseline": (24, 48), "o2_retry_step_in_baseline": (24, 48)}
+
+
+def _look(name: str, seed: int) -> int:
+    lo, hi = LOOK_AFTER[name]
+    return random.Random(f"{name}:{seed}:look").randrange(lo, hi + 1)
+
+
+def o1_wasted_in_baseline(seed: int, fine: bool = False) -> Scenario:
+    rng = random.Random(f"o1:{seed}")
+    onset = demo._onset(rng)
+    look = onset + _look("o1_wasted_in_baseline", seed)
+    base, after = rng.uniform(0.001, 0.005), rng.uniform(0.03, 0.06)
+    models = [demo._tool(rng, "wasteful", wasted_rate=base), demo._tool(rng, "control")]
+    truth = Expectation("wasteful", WASTED_RETRIES, demo._at(look), demo._at(look), demo._at(look + 3),
+                        events_per_hour=demo._events(models[0], onset, base))  # fmt: skip
+    change = demo._Change(wasted=demo._per_hour(lambda i: after if i >= onset else base))
+    return demo._build("o1_wasted_in_baseline", seed, "S7's wasted retries, begun 1-2 days before the first look",
+                       demo.CHANGE_DAYS + 2, models, {"wasteful": change}, (truth,), rng=rng, fine=fine)  # fmt: skip
+
+
+def o2_retry_step_in_baseline(seed: int, fine: bool = False) -> Scenario:
+    rng = random.Random(f"o2:{seed}")
+    onset = demo._onset(rng)
+    look = onset + _look("o2_retry_step_in_baseline", seed)
+    models = [demo._tool(rng, "degrading"), demo._tool(rng, "control")]
+    truth = Expectation("degrading", RETRY_RISE_FLAT_ERROR, demo._at(look), demo._at(look),
+                        demo._at(look) + 2 * HOUR - EVALUATION_LAG,
+                        events_per_hour=demo._events(models[0], onset, models[0].retry_rate))  # fmt: skip
+    return demo._build("o2_retry_step_in_baseline", seed, "S5's x2 retry step, begun 1-2 days before the first look",
+                       demo.CHANGE_DAYS + 2, models, {"degrading": demo._Change(retry=demo._step(onset, 2.0))},
+                       (truth,), rng=rng, fine=fine)  # fmt: skip
+
+
+def b1_backfill_ramp(seed: int, fine: bool = False) -> Scenario:
+    sc = demo.s2_retry_ramp(seed, False)
+    return Scenario("b1_backfill_ramp", seed, "S2's ramp, sent after the fact and evaluated by range", sc.start,
+                    sc.hours, sc.series, sc.expected, models=sc.models)  # fmt: skip
+
+
+def b2_backfill_step(seed: int, fine: bool = False) -> Scenario:
+    sc = demo.s5_retry_step(seed, False)
+    return Scenario("b2_backfill_step", seed, "S5's step, sent after the fact and evaluated by range", sc.start,
+                    sc.hours, sc.series, sc.expected, models=sc.models)  # fmt: skip
+
+
+EXTRA_SCENARIOS = {
+    "o1_wasted_in_baseline": o1_wasted_in_baseline,
+    "o2_retry_step_in_baseline": o2_retry_step_in_baseline,
+    "b1_backfill_ramp": b1_backfill_ramp,
+    "b2_backfill_step": b2_backfill_step,
+}
+BACKFILL_SCENARIOS = ("b1_backfill_ramp", "b2_backfill_step")
+SCENARIOS = {**DEMO_SCENARIOS, **EXTRA_SCENARIOS}
+CHANGE_SCENARIOS = (*DEMO_CHANGE_SCENARIOS, *EXTRA_SCENARIOS)
+_KIND_OF = {
+    "s2_retry_ramp": "retry_rise (ramp, 6 h)", "s3_error_spike": "error_rate_spike (2 h)",
+    "s5_retry_step": "retry_rise (step, 2 h)", "s6_recovery": "retry_rise (ramp, 6 h)",
+    "s7_wasted_retries": "wasted_retries (3 h)", "s8_escalation_silence": "escalation_silence (8 h)",
+    "o1_wasted_in_baseline": "wasted_retries (3 h)", "o2_retry_step_in_baseline": "retry_rise (step, 2 h)",
+    "b1_backfill_ramp": "retry_rise (ramp, 6 h)", "b2_backfill_step": "retry_rise (step, 2 h)",
+}  # fmt: skip
+# What this change adds, switched off: the detectors as they were, for --compare.
+OLD_DETECTOR = {"baseline_outlier_z": 0.0, "wasted_floor_count": 0}
+
+
+def generate(name: str, seed: int, *, fine: bool = False) -> Scenario:
+    if name in EXTRA_SCENARIOS:
+        return EXTRA_SCENARIOS[name](seed, fine and name not in BACKFILL_SCENARIOS)
+    return demo.generate(name, seed, fine=fine)
 
 TARGET_RECALL = 0.95
 TARGET_FALSE_PER_100_TOOL_MONTHS = 1.0
@@ -98,6 +183,8 @@ def simulate(scenario_name: str, seed: int, overrides: dict, cadence: int = 60) 
     at every quarter hour (the job reading the 5-minute rollups).
     """
     th = Thresholds.from_overrides(overrides)
+    if scenario_name in BACKFILL_SCENARIOS:
+        cadence = 60  # a range evaluation is hourly: old hours have no 5-minute rollups
     fine = cadence < 60
     sc = generate(scenario_name, seed, fine=fine)
     step = timedelta(minutes=cadence)
@@ -107,6 +194,10 @@ def simulate(scenario_name: str, seed: int, overrides: dict, cadence: int = 60) 
     # From the first hour a full minimum baseline could exist: before it detect only
     # says "not evaluated", at the same cost.
     first = sc.start + th.min_baseline_hours * HOUR
+    if scenario_name in LOOK_AFTER:
+        first = sc.expected[0].onset + HOUR  # replay starts an hour before: the first look, 1-2 days in
+    elif scenario_name in BACKFILL_SCENARIOS:
+        first = sc.expected[0].onset - 5 * HOUR  # the backfilled range from 6 h before: the job judged none of it
     for tool, buckets in sc.series.items():
         fine_series = HourlySeries(sc.fine_series[tool]) if fine else None
         result = replay(
@@ -289,10 +380,26 @@ def report(scores: dict[str, Score], elapsed: float, args) -> str:
             misses.append(f"{name} {value} < {TARGET_RECALL}")
     if s1_rate is not None and s1_rate > TARGET_FALSE_PER_100_TOOL_MONTHS:
         misses.append(f"S1 false alerts {s1_rate:.2f} > {TARGET_FALSE_PER_100_TOOL_MONTHS} per 100 tool-months")
+    by_kind_recall: dict[str, list[int]] = {}
+    for run_name in CHANGE_SCENARIOS:
+        sc_score = scores.get(run_name)
+        if sc_score and sc_score.expected:
+            kind = _KIND_OF.get(run_name, run_name)
+            pair = by_kind_recall.setdefault(kind, [0, 0])
+            pair[0] += sc_score.on_time
+            pair[1] += sc_score.expected
+    out("recall by kind (on time, every change scenario): "
+        + ", ".join(f"{k} {on / n:.3f} (n={n})" for k, (on, n) in by_kind_recall.items()))  # fmt: skip
+    for name in ("o1_wasted_in_baseline", "o2_retry_step_in_baseline", "b1_backfill_ramp", "b2_backfill_step"):
+        value = recall(name)
+        if value != "-" and float(value) < TARGET_RECALL:
+            misses.append(f"{name} {value} < {TARGET_RECALL}")
     out("targets: " + ("met" if not misses else "MISSED: " + "; ".join(misses)))
     out(
         f"recall_s2={recall('s2_retry_ramp')} recall_s5={recall('s5_retry_step')} precision={_fmt(precision, '.3f')} "
-        f"false_per_100_tool_months={_fmt(false_rate)} median_ttd_h={_fmt(_median(ttd), '.1f')}"
+        f"false_per_100_tool_months={_fmt(false_rate)} median_ttd_h={_fmt(_median(ttd), '.1f')} "
+        f"recall_onset_in_baseline={recall('o1_wasted_in_baseline')}/{recall('o2_retry_step_in_baseline')} "
+        f"recall_backfill={recall('b1_backfill_ramp')}/{recall('b2_backfill_step')}"
     )
     return "\n".join(lines)
 
@@ -308,6 +415,10 @@ def main(argv=None) -> int:
         "--cadence", type=int, default=15, choices=(15, 60),
         help="minutes between evaluations: 15 (the job every quarter hour on 5-minute rollups) or 60 (hourly)",
     )  # fmt: skip
+    parser.add_argument(
+        "--compare", action="store_true",
+        help="also run the detectors without this change's robust baseline and absolute wasted floor, same seeds",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     overrides = json.loads(args.thresholds)
     Thresholds.from_overrides(overrides)  # fail before forking
@@ -317,7 +428,10 @@ def main(argv=None) -> int:
         parser.error(f"unknown scenarios: {', '.join(unknown)}")
     # The biggest scenarios first, so the pool does not end on one long task.
     ordered = sorted(names, key=lambda n: n != "s1_steady")
-    tasks = [(n, args.seed + r, overrides, args.cadence) for n in ordered for r in range(args.runs)]
+    variants = {"new": overrides}
+    if args.compare:
+        variants = {"old": {**OLD_DETECTOR, **overrides}, "new": overrides}
+    tasks = [(n, args.seed + r, o, args.cadence) for o in variants.values() for n in ordered for r in range(args.runs)]
     started = time.perf_counter()
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
@@ -325,7 +439,12 @@ def main(argv=None) -> int:
     else:
         runs = [_task(t) for t in tasks]
     elapsed = time.perf_counter() - started
-    print(report(score(runs), elapsed, args))
+    per_variant = len(ordered) * args.runs
+    for index, (label, _) in enumerate(variants.items()):
+        if len(variants) > 1:
+            print(f"=== {label} detector{' (' + json.dumps(OLD_DETECTOR) + ')' if label == 'old' else ''}")
+        print(report(score(runs[index * per_variant:(index + 1) * per_variant]), elapsed / len(variants), args))
+        print()
     return 0
 
 

@@ -188,9 +188,15 @@ def drop_database(url: str) -> None:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+# With DEBUG off the settings refuse to start without a real key (config/security.py): the
+# bench's own processes and its servers use this one unless SECRET_KEY is set.
+BENCH_SECRET_KEY = "bench-ingest-not-a-secret-" + "k" * 32
+
+
 def django_setup(url: str) -> None:
     os.environ["DATABASE_URL"] = url
     os.environ["DEBUG"] = "0"
+    os.environ.setdefault("SECRET_KEY", BENCH_SECRET_KEY)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
@@ -501,6 +507,7 @@ def durability_failures(counts: dict, *, spans: int, tools: int, failing: int, r
 def server_env(url: str, extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLWATCH_LIMIT_")}
     env.update(DATABASE_URL=url, DEBUG="0", DJANGO_SETTINGS_MODULE="config.settings", PYTHONUNBUFFERED="1")
+    env.setdefault("SECRET_KEY", BENCH_SECRET_KEY)
     env.update(extra or {})
     return env
 
@@ -1090,7 +1097,74 @@ def parse_args(argv=None):
         "(--workers processes); both: HTTP, then gRPC on the same database, side by side",
     )  # fmt: skip
     parser.add_argument("--grpc-threads", type=int, default=4, help="grpcserver --threads per worker process (default 4)")
+    parser.add_argument(
+        "--redaction", action="store_true",
+        help="only the redaction section: µs per span of flattening with ingest/redact.py before (bench/redact_before.py) "
+        "and after gitleaks' rules, alternating in this process; no database",
+    )  # fmt: skip
     return parser.parse_args(argv)
+
+
+# ---------------------------------------------------------------------------
+# Redaction cost on the hot path (--redaction)
+# ---------------------------------------------------------------------------
+
+
+def _flatten_us_per_span(cycle, limits, copy: int) -> float:
+    from ingest import otlp
+
+    otlp._STORED_PAIRS.clear()  # each side starts from a cold pair cache, as a fresh worker does
+    otlp._SEEN_ONCE.clear()
+    spans, start = 0, time.process_time()
+    for template in cycle:
+        request = otlp.decode_request(traffic.instantiate(template, copy), otlp.PROTOBUF)
+        spans += sum(1 for _ in otlp.iter_spans(request, limits, now_ns=time.time_ns()))
+    return (time.process_time() - start) / spans * 1e6
+
+
+def redaction_section(args) -> int:
+    """µs per span of decode + flatten (every attribute, name and message through redaction) with
+    the old and the new ingest/redact.py, alternating five times each on the same cycle; the
+    difference is what the new rules cost per span. Also the scrub of strings that hold no secret."""
+    from bench import redact_before
+    from ingest import otlp, redact
+    from ingest.limits import DEFAULT_LIMITS
+
+    cycle = traffic.simulator_cycle(args.templates, seed=args.seed) if args.source == "simulate" else traffic.build_cycle(args.templates, seed=args.seed)
+    new_names = {name: getattr(otlp, name) for name in ("redact_item", "redact_string", "clean_string")}
+    sides = {"before": redact_before, "after": redact}
+    results: dict[str, list[float]] = {"before": [], "after": []}
+    copy = 10_000
+    for _ in range(5):
+        for side, module in sides.items():
+            for name in new_names:
+                setattr(otlp, name, getattr(module, name))
+            copy += 1
+            results[side].append(_flatten_us_per_span(cycle, DEFAULT_LIMITS, copy))
+    for name, function in new_names.items():
+        setattr(otlp, name, function)
+    before, after = statistics.median(results["before"]), statistics.median(results["after"])
+    texts = [
+        "lookup_order raised TimeoutError after 30.0s while calling https://api.example.com/v1/orders/12345",
+        '{"order_id": "A-1029", "customer": "Jane Doe", "items": [{"sku": "X-100", "qty": 2}], "note": "deliver by noon"}',
+        "the task runner could not find the file /home/agent/.config/tool/settings.json",
+    ]
+    scrub = {}
+    for side, module in sides.items():
+        start = time.perf_counter()
+        for _ in range(20_000):
+            for text in texts:
+                module.scrub_text(text)
+        scrub[side] = (time.perf_counter() - start) / (20_000 * len(texts)) * 1e6
+    log(f"load average: {os.getloadavg()}")
+    log(f"decode + flatten, µs per span (median of 5, CPU time): before {before:.2f}, after {after:.2f}, "
+        f"ratio {after / before:.3f}; runs before {[round(x, 2) for x in results['before']]} after {[round(x, 2) for x in results['after']]}")  # fmt: skip
+    log(f"scrub_text of a secret-free string, µs: before {scrub['before']:.2f}, after {scrub['after']:.2f}")
+    print(
+        f"redact_us_per_span_before={before:.2f} redact_us_per_span_after={after:.2f} ratio={after / before:.3f} "
+        f"scrub_us_before={scrub['before']:.2f} scrub_us_after={scrub['after']:.2f}"
+    )
+    return 0
 
 
 def _fmt(x: float, digits: int = 0) -> str:
@@ -1099,6 +1173,8 @@ def _fmt(x: float, digits: int = 0) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.redaction:
+        return redaction_section(args)
     gzip = not args.no_gzip
     cores = os.cpu_count() or 1
     failures: list[str] = []

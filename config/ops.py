@@ -117,6 +117,7 @@ class DatabaseCollector:
         )
         rows = (
             IngestStat.objects.filter(hour__gte=first_hour)
+            .exclude(outcome=IngestStat.Outcome.CUT)  # values cut inside stored spans are not arrivals
             .values("project__slug", "outcome", "reason")
             .annotate(total=Sum("count"))
             .order_by()

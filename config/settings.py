@@ -6,25 +6,44 @@ to install; production sets DATABASE_URL, SECRET_KEY, ALLOWED_HOSTS and a broker
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_int, env_list, env_str
+from config import security
+from config.env import env_bool, env_choice, env_int, env_list, env_origins, env_rate, env_str
 from ingest.limits import DEFAULT_LIMITS, IngestLimits
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = env_str("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG and env_bool("TOOLWATCH_REQUIRE_SECRET_KEY", False):
-        raise ImproperlyConfigured("SECRET_KEY is not set")
-    # Embedded default for the quickstart and tests only; production must set SECRET_KEY.
-    SECRET_KEY = "toolwatch-insecure-development-key"
+# SECRET_KEY: decided at the end of this module, once every other variable has been judged.
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
-CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Origins (scheme://host[:port]) allowed to POST forms besides this host itself: needed behind
+# a proxy that changes the host or port (docs/deploy.md#behind-a-tls-proxy).
+CSRF_TRUSTED_ORIGINS = env_origins("CSRF_TRUSTED_ORIGINS")
+
+# --- HTTPS behind a TLS proxy (docs/deploy.md#behind-a-tls-proxy) ------------------------------
+# TOOLWATCH_BEHIND_TLS_PROXY=1: a proxy terminates TLS, sets X-Forwarded-Proto and appends the
+# client to X-Forwarded-For; it turns on the redirect to https and secure cookies (each may be
+# set apart) and makes the proxy's header trusted. Off by default: the Quickstart serves plain http.
+BEHIND_TLS_PROXY = env_bool("TOOLWATCH_BEHIND_TLS_PROXY", False)
+if BEHIND_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Proxies whose X-Forwarded-For entries are believed (login lockout and the API's anonymous throttle).
+TOOLWATCH_TRUSTED_PROXIES = env_int("TOOLWATCH_TRUSTED_PROXIES", 1 if BEHIND_TLS_PROXY else 0, minimum=0)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", BEHIND_TLS_PROXY)
+# Exporters, health checks and Prometheus speak plain http inside the network: a redirect
+# would turn their POSTs into failures, so OTLP and the ops endpoints are never redirected.
+SECURE_REDIRECT_EXEMPT = [r"^v1/", r"^healthz$", r"^readyz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", BEHIND_TLS_PROXY)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", BEHIND_TLS_PROXY)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -35,6 +54,8 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
+    "axes",  # login lockout (docs/deploy.md#login-lockout)
+    "csp",  # Content-Security-Policy header (docs/deploy.md#content-security-policy)
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "ingest",
@@ -45,6 +66,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -52,6 +74,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -121,9 +145,17 @@ STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "var" / "staticfiles")))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every start without it
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "config.static_finders.PlotlyFinder",  # plotly.js from the plotly package itself
+]
+# Hashed names (whitenoise then sends them with a year's max-age and immutable) and
+# gzip/brotli copies made by collectstatic: a chart page's 4.6 MB of plotly.js is fetched
+# compressed once and then read from the browser's cache (docs/operations.md#static-files).
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 
 LOGIN_URL = "/login/"
@@ -149,9 +181,23 @@ INGEST_LIMITS = IngestLimits(
     max_attribute_value_chars=env_int(
         "TOOLWATCH_LIMIT_MAX_ATTRIBUTE_VALUE_CHARS", DEFAULT_LIMITS.max_attribute_value_chars, minimum=64
     ),
+    max_attribute_bytes_per_span=env_int(
+        "TOOLWATCH_LIMIT_MAX_ATTRIBUTE_BYTES_PER_SPAN", DEFAULT_LIMITS.max_attribute_bytes_per_span, minimum=1024
+    ),
+    max_attribute_bytes_per_request=env_int(
+        "TOOLWATCH_LIMIT_MAX_ATTRIBUTE_BYTES_PER_REQUEST", DEFAULT_LIMITS.max_attribute_bytes_per_request, minimum=1024
+    ),
+    max_json_values=env_int("TOOLWATCH_LIMIT_MAX_JSON_VALUES", DEFAULT_LIMITS.max_json_values, minimum=1000),
 )
 # Seconds a 503 asks exporters to wait; keep it well under their 10 s export timeout.
 INGEST_RETRY_AFTER_SECONDS = env_int("TOOLWATCH_INGEST_RETRY_AFTER", 2, minimum=1)
+# Connections waiting for a gunicorn worker beyond which OTLP/HTTP answers 503 at once
+# (ingest/admission.py); 0 = no bound.
+INGEST_MAX_QUEUE = env_int("TOOLWATCH_INGEST_MAX_QUEUE", 16, minimum=0)
+# Per-key rate limit (ingest/throttle.py, docs/deploy.md#ingest-rate-limit): items (spans, log
+# records, metric points) a second per API key, and the bucket's size; 0 = no limit.
+INGEST_RATE = env_int("TOOLWATCH_INGEST_RATE", 0, minimum=0)
+INGEST_BURST = env_int("TOOLWATCH_INGEST_BURST", max(INGEST_RATE * 10, 1), minimum=1)
 # A write that takes longer is abandoned with a 503 (exporters time out at 10 s, then resend).
 INGEST_STATEMENT_TIMEOUT_MS = env_int("TOOLWATCH_INGEST_STATEMENT_TIMEOUT_MS", 8000, minimum=100)
 # The OTLP/gRPC receiver (manage.py grpcserver) listens here; 4317 is the OTLP/gRPC default port.
@@ -161,6 +207,9 @@ DEFAULT_RETENTION_DAYS = env_int("TOOLWATCH_RETENTION_DAYS", 30, minimum=1)
 # Alert webhooks and Slack URLs may not point at loopback, private or link-local hosts (SSRF):
 # set this only where the receiver is meant to be on the internal network.
 TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS = env_bool("TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS", False)
+# Where people reach this app (e.g. https://toolwatch.example.com): alert notices link to the
+# alert's page under it. Unset, they carry the page's path alone (dashboard/alerting/transports.py).
+TOOLWATCH_BASE_URL = env_str("TOOLWATCH_BASE_URL", "").strip().rstrip("/")
 # Bearer token of /metrics; unset = only loopback scrapes are answered (config/ops.py).
 TOOLWATCH_METRICS_TOKEN = env_str("TOOLWATCH_METRICS_TOKEN", "")
 
@@ -170,11 +219,26 @@ REST_FRAMEWORK = {
         "dashboard.api.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # A token call also needs the token's scope for the operation (dashboard/api/auth.py, HasScope).
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated", "dashboard.api.auth.HasScope"],
+    # drf-spectacular's AutoSchema, plus each operation's token scopes (dashboard/api/schema.py).
+    "DEFAULT_SCHEMA_CLASS": "dashboard.api.schema.ScopedAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
 }
+# --- API throttles (dashboard/throttles.py, docs/deploy.md#throttles) -------------------------
+# 429 + Retry-After past a scope's rate, counted in the cache (TOOLWATCH_CACHE_URL). `agent` is
+# for the agent-facing endpoints (MCP, tool-health feed) through ScopedRateThrottle.
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["dashboard.throttles.UserRateThrottle", "dashboard.throttles.AnonRateThrottle"]
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
+    "user": env_rate("TOOLWATCH_THROTTLE_USER", "600/min"),
+    "anon": env_rate("TOOLWATCH_THROTTLE_ANON", "60/min"),
+    "agent": env_rate("TOOLWATCH_THROTTLE_AGENT", "600/min"),
+    "test_send": env_rate("TOOLWATCH_THROTTLE_TEST_SEND", "10/hour"),
+}
+# The anonymous throttle counts by address: behind proxies, the entry the nearest one appended.
+REST_FRAMEWORK["NUM_PROXIES"] = TOOLWATCH_TRUSTED_PROXIES
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Toolwatch API",
     "DESCRIPTION": "Tool-error observability and eval capture for AI agents.",
@@ -201,9 +265,33 @@ CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "") or None
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_IGNORE_RESULT = CELERY_RESULT_BACKEND is None
 # A task is acknowledged after it ran, so a worker killed mid-task leaves it for another;
-# every task is idempotent, so running twice is harmless.
+# every task is idempotent, so running twice is harmless. A pool process killed under a
+# task (the OOM killer, SIGKILL) has it requeued, not acknowledged; the fan-outs give each
+# task an expiry, so a task that kills its process every time is not retried forever. The
+# work itself is never only in the broker: the rollup queue, the alerts and the deliveries
+# are rows that the periodic tasks pick up again (docs/operations.md#crash-safety).
 CELERY_TASK_ACKS_LATE = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a worker holds no task it is not running
+# Task modules beside their service, outside an app's tasks.py (autodiscovery reads only those).
+CELERY_IMPORTS = ("dashboard.replay.tasks",)  # policy replay jobs (issue 17)
+# Time limits (prefork pool; the solo pool cannot enforce them): past the soft one a task
+# gets SoftTimeLimitExceeded and gives its work back; past the hard one its process is
+# killed and replaced. Delivery tasks have their own, shorter (dashboard/alerting/tasks.py).
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("TOOLWATCH_TASK_SOFT_TIME_LIMIT", 900, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("TOOLWATCH_TASK_TIME_LIMIT", 1200, minimum=2)
+if CELERY_TASK_SOFT_TIME_LIMIT >= CELERY_TASK_TIME_LIMIT:
+    raise ImproperlyConfigured("TOOLWATCH_TASK_SOFT_TIME_LIMIT must be below TOOLWATCH_TASK_TIME_LIMIT")
+# A rollup claim older than this is taken over on SQLite (on PostgreSQL at once: the
+# project's advisory lock dies with its run). Longer than the hard limit, so a live run's
+# claim is never taken.
+ROLLUP_CLAIM_LEASE_SECONDS = env_int("TOOLWATCH_ROLLUP_LEASE_SECONDS", 1500, minimum=1)
+if ROLLUP_CLAIM_LEASE_SECONDS <= CELERY_TASK_TIME_LIMIT:
+    raise ImproperlyConfigured("TOOLWATCH_ROLLUP_LEASE_SECONDS must exceed TOOLWATCH_TASK_TIME_LIMIT")
+# Redis redelivers a task not acknowledged within this: longer than any task may run.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": max(3600, 2 * CELERY_TASK_TIME_LIMIT)}
+# Buckets changed more than 2 h after they ended are rolled up together every this many minutes.
+ROLLUP_LATE_EVERY_MINUTES = env_int("TOOLWATCH_ROLLUP_LATE_EVERY_MINUTES", 10, minimum=1)
 CELERY_BEAT_SCHEDULE_FILENAME = str(BASE_DIR / "var" / "celerybeat-schedule")
 
 # Alert e-mail (SMTP); the defaults send nowhere useful, so set these to use e-mail channels.
@@ -228,3 +316,46 @@ LOGGING = {
 
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
+
+# --- safe defaults: cache, login lockout, CSP (config/security.py, docs/deploy.md) -------------
+# Throttle counts and ingest buckets live here: Redis shares them between processes.
+CACHES = {"default": security.cache_config(env_str("TOOLWATCH_CACHE_URL", "").strip())}
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out login before the password is checked
+    "django.contrib.auth.backends.ModelBackend",
+]
+# TOOLWATCH_LOGIN_FAILURE_LIMIT wrong passwords for one username, or from one address, lock
+# further logins of it out for TOOLWATCH_LOGIN_LOCKOUT_MINUTES (docs/deploy.md#login-lockout).
+AXES_FAILURE_LIMIT = env_int("TOOLWATCH_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("TOOLWATCH_LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+# An attempt during a lockout does not restart it: whoever fails on purpose must fail the whole
+# limit again after each cool-off, and the account's owner gets back in when it ends (docs/deploy.md).
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "config.lockout.lockout_response"  # a page that says for how long, with Retry-After
+AXES_CLIENT_IP_CALLABLE = "config.security.axes_client_ip"
+AXES_DISABLE_ACCESS_LOG = True  # failures are what the lockout needs; successes are not kept
+AXES_VERBOSE = False  # no banner on every manage.py command; lockouts are still logged
+
+CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY_REPORT_ONLY = security.content_security_policy(
+    env_choice("TOOLWATCH_CSP", "enforce", security.CSP_MODES), report_uri=env_str("TOOLWATCH_CSP_REPORT_URI", "").strip()
+)
+
+# With DEBUG off a real key is required (config/security.py); judged last, so that a bad value
+# of another variable is reported first. The test suite runs on the production defaults with the
+# built-in key: pytest (8.2+) sets PYTEST_VERSION for its run.
+# SECRET_KEY_FILE names a file holding the key (a container secret); without either, the
+# checkout's own key that the Quickstart made in var/secret-key, so `manage.py …` run by hand
+# in a Quickstart checkout signs with the same key as its server.
+SECRET_KEY = security.secret_key(
+    env_str("SECRET_KEY", "").strip()
+    or security.key_from_file(
+        env_str("SECRET_KEY_FILE", "").strip(),
+        default=env_str("TOOLWATCH_QUICKSTART_KEY_FILE", str(BASE_DIR / "var" / "secret-key")),
+    ),
+    debug=DEBUG,
+    required=env_bool("TOOLWATCH_REQUIRE_SECRET_KEY", False),
+    under_test="PYTEST_VERSION" in os.environ,
+)

@@ -27,7 +27,11 @@ Method (docs/drift.md has the reasoning, every default and the measured figures)
 - Baseline: the trailing `baseline_hours` (7 days) ending `guard_hours` (6) before the
   evaluation, so the start of a ramp does not leak into its own baseline. Per-call
   rates already remove the daily and weekly volume cycles, and 7 whole days weigh every
-  hour of the day and every weekday alike.
+  hour of the day and every weekday alike. It is robust to the condition under test: its
+  24 h slices whose rates lie `baseline_outlier_z` from the median slice's are left out
+  (at most half of them), so a change that began inside the window is not its own norm.
+- wasted_retries also has an absolute floor: `wasted_floor_count` of them in a window,
+  `wasted_floor_share` of its retries, fire whatever the baseline (waste by definition).
 - Recent: the last 2 and the last 6 hours before the evaluation are each compared with the baseline (a scan:
   2 h catches a step within 2 h (docs/contract/drift-and-alerts.md#drift-kinds), 6 h catches ramps and quieter
   tools). The shorter window must clear `short_window_extra_z` more.
@@ -153,6 +157,17 @@ class Thresholds:
     wasted_min_rate: float = 0.01
     # ... and any rate significantly above this floor fires, rise or not (chronic waste).
     wasted_floor: float = 0.05
+    # The absolute floor: retries after a permanent error are waste by definition, so at least
+    # this many in a recent window, making at least this share of its retries (and at least
+    # wasted_min_rate per call), fire whatever the baseline holds: a tool that has wasted
+    # retries for days has a baseline that absorbs them. 0 switches the rule off.
+    wasted_floor_count: int = 50
+    wasted_floor_share: float = 0.3
+    # A baseline robust to the condition under test: its days (24 h slices) whose rate of a
+    # metric lies further than this z from the median day's are left out of it, so a change
+    # that began inside the baseline window does not become its own norm. 0 switches it off
+    # (every hour of the window counts, as before).
+    baseline_outlier_z: float = 4.0
     # escalation_silence.
     silence_min_expected: float = 10.0  # escalations the baseline share predicts
     silence_max_fraction: float = 0.1  # "~zero": at most this share of the expected
@@ -216,10 +231,11 @@ _INT_FIELDS = {
     "min_baseline_calls": (1, None),
     "min_baseline_hours": (1, None),
     "min_recent_events": (1, None),
+    "wasted_floor_count": (0, None),
 }
 # name -> (exclusive lower bound, inclusive upper bound or None); a lower bound in
 # _INCLUSIVE_LOW is inclusive.
-_INCLUSIVE_LOW = {"short_window_extra_z", "wasted_min_rate"}
+_INCLUSIVE_LOW = {"short_window_extra_z", "wasted_min_rate", "wasted_floor_share", "baseline_outlier_z"}
 _FLOAT_FIELDS = {
     "z_retry_rise": (0.0, Z_CAP),
     "z_retry_count": (0.0, Z_CAP),
@@ -233,6 +249,8 @@ _FLOAT_FIELDS = {
     "flat_error_max_z": (0.0, None),
     "wasted_min_rate": (0.0, 1000.0),
     "wasted_floor": (0.0, 1000.0),
+    "wasted_floor_share": (0.0, 1.0),
+    "baseline_outlier_z": (0.0, Z_CAP),
     "silence_min_expected": (0.0, None),
     "silence_max_fraction": (0.0, 1.0),
     "silence_resolve_fraction": (0.0, 1.0),
@@ -504,6 +522,7 @@ class _Base:
     phi_wasted: float
     phi_rescued: float
     reason: str  # why it is too thin to compare with, or ""
+    excluded_days: int = 0  # outlying days left out of it (_robust_totals)
 
 
 class _View:
@@ -543,6 +562,9 @@ class _View:
 def _baseline(series: HourlySeries, end: datetime, th: Thresholds) -> _Base:
     start = end - th.baseline_hours * HOUR
     a = series.totals(start, end)
+    excluded = 0
+    if th.baseline_outlier_z > 0:
+        a, excluded = _robust_totals(series, start, end, a, th)
 
     def cap(phi: float) -> float:
         return min(max(phi, 1.0), th.max_dispersion)
@@ -561,7 +583,59 @@ def _baseline(series: HourlySeries, end: datetime, th: Thresholds) -> _Base:
         phi_wasted=cap(poisson_dispersion(a.wasted, a.calls, a.q_wasted, a.hours)),
         phi_rescued=cap(binomial_dispersion(a.rescued, a.calls, a.q_rescued, a.hours)),
         reason=reason,
+        excluded_days=excluded,
     )
+
+
+# (count field, exposure field, squares field or None) of each metric a day is judged on.
+_DAY_METRICS = (
+    ("errors", "calls", "q_errors"),
+    ("transient", "calls", "q_transient"),
+    ("wasted", "calls", "q_wasted"),
+    ("rescued", "calls", "q_rescued"),
+    ("escalations", "errors", None),
+)
+
+
+def _robust_totals(series: HourlySeries, start: datetime, end: datetime, pooled: _Agg, th: Thresholds):
+    """The baseline's totals without its outlying days, and how many days were left out.
+
+    The window is cut into 24 h slices from its end (the oldest takes the odd hours). A slice
+    is an outlier when one of its rates (errors, retries, wasted retries, rescued calls per
+    call; escalations per error) is further than `baseline_outlier_z` from the median slice's
+    rate, by the same likelihood-ratio test, on that metric's median within-slice dispersion.
+    So a condition that began a day ago is left out of its own baseline instead of raising
+    both its rate and its dispersion. At most half the slices go: with more outlying than
+    not, there is no norm to keep, and the whole window counts.
+    """
+    cuts = [end - d * 24 * HOUR for d in range(th.baseline_hours // 24 + 1)]
+    cuts[-1] = start
+    days = [series.totals(lo, hi) for hi, lo in zip(cuts, cuts[1:])]
+    days = [day for day in days if day.calls > 0]
+    if len(days) < 3:
+        return pooled, 0
+    out: set[int] = set()
+    for count, exposure, squares in _DAY_METRICS:
+        rated = [(i, getattr(d, count), getattr(d, exposure)) for i, d in enumerate(days) if getattr(d, exposure) > 0]
+        if len(rated) < 3:
+            continue
+        median = sorted(k / n for _, k, n in rated)[len(rated) // 2]
+        if median <= 0:
+            continue
+        if squares is None:
+            phi = 1.0
+        else:
+            phis = sorted(
+                poisson_dispersion(getattr(d, count), d.calls, getattr(d, squares), d.hours) for d in days if d.hours > 1
+            )
+            phi = min(max(phis[len(phis) // 2] if phis else 1.0, 1.0), th.max_dispersion)
+        for i, k, n in rated:
+            if abs(poisson_excess_z(k, n, median, phi)) >= th.baseline_outlier_z:
+                out.add(i)
+    if not out or len(out) > len(days) // 2:
+        return pooled, 0
+    kept = [d for i, d in enumerate(days) if i not in out]
+    return _Agg(*(sum(getattr(d, f.name) for d in kept) for f in fields(_Agg))), len(out)
 
 
 # ---------------------------------------------------------------------------------------
@@ -668,6 +742,7 @@ def _eval_wasted(w: _Agg, base: _Base, th: Thresholds, extra_z: float = 0.0) -> 
     enough = w.wasted / phi >= th.min_recent_events
     relative = enough and z >= th.z_wasted + extra_z and ratio >= th.min_rise and rate_r >= th.wasted_min_rate
     above_floor = enough and floor_z >= th.z_wasted + extra_z
+    absolute = _wasted_absolute(w, th)
 
     def stats() -> dict:
         return {
@@ -683,11 +758,26 @@ def _eval_wasted(w: _Agg, base: _Base, th: Thresholds, extra_z: float = 0.0) -> 
             "floor_z": _r(floor_z, 3),
             "wasted_dispersion": _r(phi, 3),
             "z_required": _r(th.z_wasted + extra_z, 3),
+            "recent_retries": w.transient + w.wasted,
+            "wasted_share_of_retries": _r(w.wasted / (w.transient + w.wasted)) if w.wasted else 0.0,
             "above_baseline": relative,
             "above_floor": above_floor,
+            "above_absolute_floor": absolute,
         }
 
-    return relative or above_floor, max(z, floor_z), stats
+    return relative or above_floor or absolute, max(z, floor_z, th.z_wasted + extra_z if absolute else -Z_CAP), stats
+
+
+def _wasted_absolute(w: _Agg, th: Thresholds, relax: float = 1.0) -> bool:
+    """Waste by definition: at least wasted_floor_count wasted retries in the window, making at
+    least wasted_floor_share of its retries and wasted_min_rate per call, whatever the baseline.
+    `relax` scales the bars (an open alert holds until it is under half of them)."""
+    return (
+        th.wasted_floor_count > 0
+        and w.wasted >= relax * th.wasted_floor_count
+        and w.wasted >= relax * th.wasted_floor_share * (w.transient + w.wasted)
+        and w.wasted >= relax * th.wasted_min_rate * w.calls
+    )
 
 
 def _eval_silence(w: _Agg, base: _Base, th: Thresholds, extra_z: float = 0.0) -> Evaluation:
@@ -771,7 +861,10 @@ def _thresholds_used(kind: str, th: Thresholds) -> dict:
             "flat_error_max_z": th.flat_error_max_z,
         }
     if kind == WASTED_RETRIES:
-        used |= {"wasted_min_rate": th.wasted_min_rate, "wasted_floor": th.wasted_floor}
+        used |= {
+            "wasted_min_rate": th.wasted_min_rate, "wasted_floor": th.wasted_floor,
+            "wasted_floor_count": th.wasted_floor_count, "wasted_floor_share": th.wasted_floor_share,
+        }  # fmt: skip
     return used
 
 
@@ -801,7 +894,8 @@ _SCREEN: dict[str, Callable[[_Agg, _Agg, Thresholds], bool]] = {
     WASTED_RETRIES: lambda w, b, th: (
         w.wasted >= th.wasted_min_rate * w.calls and _rises(w.wasted, w.calls, b.wasted, b.calls, th.min_rise)
     )
-    or w.wasted > th.wasted_floor * w.calls,
+    or w.wasted > th.wasted_floor * w.calls
+    or _wasted_absolute(w, th),
     ESCALATION_SILENCE: lambda w, b, th: b.errors > 0 and w.escalations * b.errors < w.errors * b.escalations,
 }
 
@@ -866,7 +960,13 @@ def _hold_check(
     elif kind == WASTED_RETRIES:
         # Back below the floor too: a chronic waster opened by the floor stays open.
         ratio = stats["wasted_ratio"]
-        holds = not (ratio is not None and ratio <= th.resolve_ratio and stats["recent_wasted_rate"] <= th.wasted_floor)
+        holds = not (
+            ratio is not None
+            and ratio <= th.resolve_ratio
+            and stats["recent_wasted_rate"] <= th.wasted_floor
+            # Below half the absolute floor too, or a chronic waster would flap around it.
+            and not _wasted_absolute(w, th, relax=0.5)
+        )
     else:
         expected = stats["expected_escalations"]
         holds = not (expected > 0 and w.escalations >= max(1.0, th.silence_resolve_fraction * expected))
@@ -974,6 +1074,7 @@ def _detect(
             "mode": "hold" if is_open else "open",
             "window_hours": outcome.hours,
             "baseline_hours": th.baseline_hours,
+            "baseline_excluded_days": outcome.base.excluded_days,
             **(outcome.stats or {}),
         }
         if outcome.reason:

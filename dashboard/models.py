@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -187,6 +188,9 @@ class Alert(models.Model):
     summary = models.TextField(blank=True, default="")
     # The numbers, windows, test statistics and sample trace ids of the latest firing finding.
     evidence = models.JSONField(default=dict, blank=True)
+    # The same for the evaluation that opened the alert: written once, never refreshed, so the
+    # alert keeps saying why it opened (dashboard/alerting/explain.py makes its sentence).
+    opening_evidence = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [
@@ -240,6 +244,13 @@ class Delivery(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due")]
+        constraints = [
+            # One notice per alert event and channel, whatever retries or second workers do
+            # (dashboard/alerting/lifecycle.py checks it under the alert's row lock; this holds it).
+            models.UniqueConstraint(
+                fields=["alert", "channel", "event"], condition=models.Q(alert__isnull=False), name="delivery_once_per_event"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.event} → {self.channel_id} ({self.status})"
@@ -263,6 +274,20 @@ class DeliveryAttempt(models.Model):
 # Appended here to leave the models above untouched; the import belongs at the top.
 
 API_TOKEN_PREFIX = "twu_"
+# What a personal token may do, in this order (dashboard/tokens.py says which endpoints each one opens).
+API_TOKEN_SCOPES = ("read", "runs", "admin")
+
+
+def validate_api_token_scopes(value) -> None:
+    """A list of known scope names, each once, at least one."""
+    if not isinstance(value, list) or not value or not all(isinstance(scope, str) for scope in value):
+        raise ValidationError("Give at least one scope: %(scopes)s.", params={"scopes": ", ".join(API_TOKEN_SCOPES)})
+    unknown = [scope for scope in value if scope not in API_TOKEN_SCOPES]
+    if unknown or len(set(value)) != len(value):
+        raise ValidationError(
+            "Unknown or repeated scope %(bad)r; the scopes are %(scopes)s.",
+            params={"bad": (unknown or value)[0], "scopes": ", ".join(API_TOKEN_SCOPES)},
+        )
 
 
 class ApiToken(models.Model):
@@ -280,6 +305,10 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    scopes = models.JSONField(
+        default=list, validators=[validate_api_token_scopes],
+        help_text="What the token may do: some of read, runs, admin. The user's role still applies on top.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -292,3 +321,103 @@ class ApiToken(models.Model):
 
     def is_active(self, now) -> bool:
         return self.revoked_at is None and not self.is_expired(now)
+
+
+# --- Agent access log (MCP server and tool-health feed; issue 16 item 4) ----------------
+# Appended at the end like the tokens above; written by dashboard/agent_access.py only.
+
+
+class AgentAccess(models.Model):
+    """One call by an agent surface (an MCP tool, the tool-health feed): who asked what, when.
+
+    Shown to the project's owners. `arguments` is redacted and bounded before it is stored
+    (dashboard/agent_access.py); rows past AGENT_ACCESS_KEEP_DAYS are pruned as new ones come.
+    """
+
+    class Surface(models.TextChoices):
+        MCP = "mcp", "MCP"
+        FEED = "feed", "tool-health feed"
+
+    # Null when the call named no project the caller may see (an outsider's slug is logged, unowned).
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    token = models.ForeignKey(ApiToken, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    surface = models.CharField(max_length=8, choices=Surface.choices)
+    name = models.CharField(max_length=128, help_text="The MCP tool or the feed endpoint called.")
+    arguments = models.JSONField(default=dict, blank=True)
+    outcome = models.CharField(max_length=32, help_text='"ok", or the error class of the answer.')
+    duration_ms = models.PositiveIntegerField(default=0)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["project", "-at"], name="agentaccess_project_at")]
+
+    def __str__(self) -> str:
+        return f"{self.surface} {self.name} {self.outcome} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+# ---------------------------------------------------------------------------------------
+# The tool-health feed (docs/contract/tool-health.md): one stored answer per project.
+
+
+class ToolHealthSnapshot(models.Model):
+    """A project's tool-health feed, computed from the rollups and open alerts (dashboard/feed/snapshot.py).
+
+    Refreshed at the end of each rollup run of the project and when older than
+    dashboard.feed.snapshot.STALE_AFTER; the API serves `payload` byte for byte with `etag`,
+    so a poll is one indexed read and an unchanged one a 304.
+    """
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    payload = models.TextField(help_text="The feed's JSON document, as served.")
+    etag = models.CharField(max_length=66, help_text="A strong ETag of the payload, quoted.")
+    computed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"tool health of project {self.project_id} at {self.computed_at:%Y-%m-%d %H:%M:%S}"
+
+
+# --- Policy replay results (issue 17, docs/replay.md) --------------------------------------
+# Appended at the end like the tables above; written by dashboard/replay/service.py only.
+
+
+class ReplayResult(models.Model):
+    """One policy replay of a project's range: cached, or a job with its progress (dashboard/replay/service.py).
+
+    Keyed by project, tool ("" for the whole project), policy ("" for all four), the range and
+    `params_hash` (the filters and the method's version). `fingerprint` is the rollups' state of
+    the range when it was computed: a result whose range has changed since is computed again.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    tool = models.CharField(max_length=256, blank=True, default="")
+    policy = models.CharField(max_length=32, blank=True, default="")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    params_hash = models.CharField(max_length=64)
+    params = models.JSONField(default=dict, blank=True)
+    fingerprint = models.CharField(max_length=64, blank=True, default="")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    computed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "tool", "policy", "start", "end", "params_hash"], name="replayresult_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"replay {self.project_id} {self.tool or '*'} {self.policy or '*'} {self.start:%Y-%m-%d %H:%M}… ({self.status})"

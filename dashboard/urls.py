@@ -2,7 +2,17 @@
 
 from django.urls import path
 
-from dashboard.views import alerts, evals, health, overview, settings, tokens, traces
+from dashboard.views import (
+    agent_access,  # the owners' agent access log (MCP, feed)
+    alerts,
+    evals,
+    health,
+    overview,
+    settings,
+    tokens,
+    traces,
+)
+from dashboard.views import replay as replay_views  # policy replay (issue 17)
 
 urlpatterns = [
     *evals.urlpatterns,
@@ -12,5 +22,7 @@ urlpatterns = [
     *alerts.urlpatterns,
     *health.urlpatterns,
     *settings.urlpatterns,
+    *agent_access.urlpatterns,
     *tokens.urlpatterns,
+    *replay_views.urlpatterns,
 ]

@@ -10,6 +10,7 @@ services, refusal counting and key touch; only the transport's answers differ
     RESOURCE_EXHAUSTED, no RetryInfo             over a size limit: the message on the wire or
                                                  decompressed (gRPC core, or here), items per request
     UNAUTHENTICATED / PERMISSION_DENIED          services.AuthError 401 / 403
+    RESOURCE_EXHAUSTED + RetryInfo               the key is over its rate limit (ingest/throttle.py)
     UNAVAILABLE + RetryInfo                      the database cannot take the write (retryable)
 
 Services: TraceService (services.spans_ingest), LogsService (services.logs_ingest) and
@@ -57,7 +58,7 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from ingest import otlp, services
+from ingest import otlp, services, throttle
 from ingest.limits import MIB, IngestLimits
 
 logger = logging.getLogger(__name__)
@@ -252,6 +253,10 @@ def handle(signal: Signal, message: Message, metadata: dict[str, str]) -> bytes 
             raise otlp.OtlpError(413, f"{count} {signal.noun} in one request exceeds the limit of {max_count}")
     except otlp.OtlpError as exc:
         return _refuse(project, exc)
+    if wait := throttle.ingest_wait(key_id=key.pk, cost=count):
+        # Recoverable once the key's bucket refills: RESOURCE_EXHAUSTED with RetryInfo (OTLP).
+        _count_refusal(project, 429)
+        return status_for(429, throttle.refusal_message(wait), retry_after_seconds=wait)
 
     # Received: the handler runs once the whole message is in (services.MAX_WRITE counts from here).
     now = timezone.now()
@@ -452,7 +457,41 @@ def create_server(
     `workers` (started first); bind it with `bind`, then start() it."""
     limits = limits or settings.INGEST_LIMITS
     pool = futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="otlp-grpc")
-    return grpc.server(pool, handlers=rpc_handlers(workers), options=server_options(limits))
+    handlers = [Admission(rpc_handlers(workers), pool, settings.INGEST_MAX_QUEUE)]
+    return grpc.server(pool, handlers=handlers, options=server_options(limits))
+
+
+class Admission(grpc.GenericRpcHandler):
+    """Admission control: beyond `max_queue` RPCs waiting for a thread, UNAVAILABLE + RetryInfo at once.
+
+    An RPC waits in the thread pool's queue, unbounded, until a thread is free: at twice the
+    sustainable rate (bench/overload.py) that wait passed the exporters' 10 s deadline within
+    seconds, and the threads went on writing requests whose senders had given up. gRPC asks the
+    handlers for an RPC's method as it arrives, on its polling thread, before the RPC queues: here
+    the queue is looked at, and an RPC over the bound gets a handler that only refuses, a task
+    that costs no write (ingest/admission.py is the HTTP edge's twin). max_queue 0: no bound.
+    """
+
+    def __init__(self, handlers: list[grpc.GenericRpcHandler], pool: futures.ThreadPoolExecutor, max_queue: int):
+        self.handlers = handlers
+        self.pool = pool
+        self.max_queue = max_queue
+        self.refuse = grpc.unary_unary_rpc_method_handler(self._refuse, request_deserializer=Message, response_serializer=None)
+
+    def service(self, handler_call_details):
+        handler = next(filter(None, (h.service(handler_call_details) for h in self.handlers)), None)
+        # _work_queue: the executor's queue of tasks no thread has taken yet (CPython's ThreadPoolExecutor).
+        if handler is not None and 0 < self.max_queue < self.pool._work_queue.qsize():
+            return self.refuse
+        return handler
+
+    def _refuse(self, request: Message, context: grpc.ServicerContext) -> bytes:
+        status = status_for(
+            503,
+            f"the server is over capacity (more than {self.max_queue} requests waiting, TOOLWATCH_INGEST_MAX_QUEUE); retry shortly",
+            retry_after_seconds=settings.INGEST_RETRY_AFTER_SECONDS,
+        )
+        context.abort_with_status(status)
 
 
 def address(host: str, port: int) -> str:

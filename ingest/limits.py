@@ -36,6 +36,25 @@ class IngestLimits:
     max_attribute_key_chars: int = 256
     # Nesting depth of kvlist/array values kept; deeper values become a marker string.
     max_value_depth: int = 8
+    # Items of one array value / entries of one kvlist value kept (at every depth): the first
+    # ones, then a marker (redact.CUT_ITEMS_MARKER, redact.CUT_ENTRIES_KEY) saying how many
+    # were cut. A 58 MB span of one array took a worker to 1.9 GB before these existed.
+    max_array_items: int = 256
+    max_kvlist_entries: int = 256
+    # Attribute bytes stored per span (its own attributes, then its events' and links') and per
+    # request (every span and log record, in order), counted as otlp.attribute_cost does: keys
+    # and strings by their length, every other value, array item and kvlist entry 16 at least,
+    # so a budget also bounds the Python objects a request makes. An attribute that does not fit
+    # what is left is stored as redact.CUT_BUDGET_MARKER (the smallest are fitted first).
+    # Per request: above the ~66 MiB that 64 MiB of ordinary protobuf spans spend (bench traffic).
+    max_attribute_bytes_per_span: int = 256 * 1024
+    max_attribute_bytes_per_request: int = 128 * MIB
+    # OTLP/JSON only: more JSON values than this in one body (counted before parsing, as its
+    # "{", "[" and "," bytes) and the request is refused (413). json parsing builds the whole
+    # tree, then the protobuf message: ~225 bytes per value at the peak (bench/hostile.py:
+    # 1.5 M values took a worker to 460 MB), so 1 M stay under the 400 MB a worker may use,
+    # and hold ~10,000 spans of a typical exporter (its batches are 512).
+    max_json_values: int = 1_000_000
     # A span starting more than this far in the future is refused (clock skew guard).
     max_future_skew_seconds: int = 24 * 3600
 

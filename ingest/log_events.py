@@ -137,6 +137,8 @@ TOOL_SHAPES: dict[str, ToolShape] = {
         ),
     )
 }
+# The session keys of each agent whose tool events are recognised, by event-name prefix.
+_SESSION_KEYS = {shape.event_name.split(".", 1)[0]: shape.session_keys for shape in TOOL_SHAPES.values()}
 # Shapes that are only evidence for a tool call described elsewhere (a span, a tool result).
 CLAUDE_CODE_DECISION = "claude_code.tool_decision"  # code.claude.com/docs/en/monitoring-usage#tool-decision-event
 GENAI_TOOL_MESSAGE = "gen_ai.tool.message"  # OTel GenAI semconv <= 1.36, gen-ai-events.md
@@ -193,6 +195,19 @@ def derived_trace_id(agent: str, session_id: str) -> str:
 def derived_span_id(trace_id: str, call_key: str) -> str:
     """A stable span id (16 hex) for one call of a derived trace."""
     return _hex(f"toolwatch.call\x1f{trace_id}\x1f{call_key}", 8)
+
+
+def session_trace_id(record: LogRecordRecord) -> str:
+    """The derived trace id of the agent session a record belongs to ("" for none): any event
+    of an agent whose tool events are recognised (claude_code.*, codex.*, gemini_cli.*) that
+    names its session. The session's tool calls live in that trace (tool_call_key), so its
+    page shows the session's records too, whether or not they also carry a trace context."""
+    agent, dot, _ = record.event_name.partition(".")
+    keys = _SESSION_KEYS.get(agent) if dot else None
+    if not keys:
+        return ""
+    session = _first_text(record.attributes, keys) or _first_text(record.resource_attributes, keys)
+    return derived_trace_id(agent, session) if session else ""
 
 
 def tool_call_key(record: LogRecordRecord) -> tuple[str, str] | None:

@@ -240,13 +240,17 @@ class ToolCall(models.Model):
 
 
 class IngestStat(models.Model):
-    """Per project and hour: spans accepted, duplicates, rejected spans and refused requests, by reason."""
+    """Per project and hour: spans accepted, duplicates, rejected spans, refused requests and
+    values cut to the input bounds, by reason."""
 
     class Outcome(models.TextChoices):
         ACCEPTED = "accepted"
         DUPLICATE = "duplicate"
         REJECTED = "rejected"  # single spans refused inside an accepted request (partial success)
         REFUSED = "refused"  # whole requests refused (4xx); count is requests, not spans
+        # values the input bounds cut in stored spans and records; reason: the limit's name
+        # (otlp.CUT_*), count: values cut or dropped (docs/contract/limits.md#what-was-cut)
+        CUT = "cut"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="ingest_stats")
     hour = models.DateTimeField()
@@ -271,10 +275,19 @@ class ChangedBucket(models.Model):
     Ingest marks the buckets of the tool calls it stores in the same transaction, so the
     job, which claims and recomputes them, can never miss a committed call, however late
     it arrives.
+
+    A claim is a lease, not a delete (dashboard/rollups/refresh.py): the job sets
+    `claimed_at`/`claimed_by`, recomputes, and deletes only the rows still bearing its own
+    claim once their rollup rows are committed. A worker killed meanwhile leaves its rows
+    claimed, and the next run takes them over; ingest marking a claimed bucket again clears
+    the claim, so the claimant's delete leaves it queued for the calls it may not have read.
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE)
     bucket_start = models.DateTimeField()
+    # When and by which run (host:pid) the bucket was claimed; null/"" while it waits.
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "bucket_start"], name="changedbucket_unique")]
@@ -297,6 +310,9 @@ class LogRecord(models.Model):
     observed_time = models.DateTimeField(null=True, blank=True)
     trace_id = models.CharField(max_length=32, blank=True, default="")
     span_id = models.CharField(max_length=16, blank=True, default="")
+    # The agent session's derived trace (ingest.log_events.session_trace_id), where the record is
+    # an agent's event naming its session: that trace's page lists the record too.
+    session_trace_id = models.CharField(max_length=32, blank=True, default="")
     severity_number = models.SmallIntegerField(default=0)
     severity_text = models.CharField(max_length=64, blank=True, default="")
     # The LogRecord's event_name, else its `event.name` attribute (ingest.log_events.qualified_event_name).
@@ -326,6 +342,10 @@ class LogRecord(models.Model):
             # within a trace). Partial: records outside any trace cost it nothing.
             models.Index(
                 fields=["project", "trace_id", "span_id"], condition=~models.Q(trace_id=""), name="logrecord_trace"
+            ),
+            models.Index(
+                fields=["project", "session_trace_id"], condition=~models.Q(session_trace_id=""),
+                name="logrecord_session_trace",
             ),
         ]
 

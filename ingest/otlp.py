@@ -45,6 +45,7 @@ import datetime as dt
 import json
 import re
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -52,11 +53,6 @@ import orjson
 from google.protobuf import json_format, message_factory
 from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTracePartialSuccess,
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsPartialSuccess,
     ExportLogsServiceRequest,
@@ -67,14 +63,28 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
 )
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
-from ingest.limits import IngestLimits
+from ingest.limits import DEFAULT_LIMITS, IngestLimits
 from ingest.log_events import LogRecordRecord, qualified_event_name, record_call_id, record_digest
 from ingest.records import ResourceRecord, SpanRecord, resource_digest
-from ingest.redact import clean_string, redact_item, redact_string
+from ingest.redact import (
+    CUT_BUDGET_MARKER,
+    CUT_ENTRIES_KEY,
+    DEPTH_MARKER,
+    TRUNCATION_MARKER,
+    clean_string,
+    cut_items_marker,
+    redact_item,
+    redact_string,
+)
 
 PROTOBUF = "protobuf"
 JSON = "json"
@@ -226,12 +236,13 @@ def _inflate(data: bytes, wbits: int, limit: int, label: str) -> bytes:
 # ---------------------------------------------------------------------------
 
 
-def decode_request(body: bytes, media: str) -> ExportTraceServiceRequest:
+def decode_request(body: bytes, media: str, limits: IngestLimits = DEFAULT_LIMITS) -> ExportTraceServiceRequest:
     """The ExportTraceServiceRequest in a (decompressed) body, or OtlpError(400).
 
     JSON is OTLP/JSON: hex trace/span ids (case-insensitive; base64 from
     non-compliant senders is accepted when it ends in "="), int64 as string or number,
     integer enums, unknown fields ignored. Wrong shapes are refused naming the JSON path.
+    A JSON body of more than limits.max_json_values values is refused (413) unparsed.
     """
     if media == PROTOBUF:
         request = ExportTraceServiceRequest()
@@ -241,7 +252,7 @@ def decode_request(body: bytes, media: str) -> ExportTraceServiceRequest:
             raise OtlpError(400, f"body is not a valid ExportTraceServiceRequest protobuf: {exc}") from None
         return request
     if media == JSON:
-        return _decode_json(body)
+        return _decode_json(body, limits)
     raise ValueError(f"unknown media {media!r}")
 
 
@@ -251,10 +262,10 @@ _SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _decode_json(body: bytes) -> ExportTraceServiceRequest:
+def _decode_json(body: bytes, limits: IngestLimits = DEFAULT_LIMITS) -> ExportTraceServiceRequest:
     if not body or body.isspace():
         return ExportTraceServiceRequest()
-    document = _json_document(body)
+    document = _json_document(body, limits)
     # The fast builder maps the shapes real exporters send straight into protobuf
     # constructors (about 5x faster than json_format). Anything it does not know
     # for certain goes to json_format, which is the authority on OTLP/JSON.
@@ -265,8 +276,25 @@ def _decode_json(body: bytes) -> ExportTraceServiceRequest:
     return _parse_with_json_format(document)
 
 
-def _json_document(body: bytes):
-    """The parsed JSON of a body, or OtlpError(400) saying where it is not JSON."""
+def json_values(body: bytes) -> int:
+    """An upper bound of the values (objects, arrays and their members) a JSON body parses into:
+    its "{", "[" and "," bytes (those inside strings count too). bytes.count runs at memory speed."""
+    return body.count(b"{") + body.count(b"[") + body.count(b",")
+
+
+def _json_document(body: bytes, limits: IngestLimits = DEFAULT_LIMITS):
+    """The parsed JSON of a body, or OtlpError(400) saying where it is not JSON.
+
+    Refused (413) before parsing when it holds more than limits.max_json_values values: a
+    parser builds the whole tree, ~100 bytes of Python per value, so a 64 MiB body of tiny
+    values would take a worker past 1 GB (docs/contract/limits.md#ingest-limits)."""
+    values = json_values(body)
+    if values > limits.max_json_values:
+        raise OtlpError(
+            413,
+            f"JSON body holds about {values} values, over the limit of {limits.max_json_values}; "
+            "send smaller batches, or protobuf",
+        )
     try:
         if (b"\\u" in body or b"\xed" in body) and _SURROGATE_HINT.search(body):
             document = json.loads(body, object_pairs_hook=_pairs_without_surrogates)
@@ -702,6 +730,122 @@ def _parses(item, message_class) -> bool:
 # Flattening
 # ---------------------------------------------------------------------------
 
+# What the bounds cut, by limit: the reasons of IngestStat's "cut" counters. One per value cut
+# (an array or kvlist shortened, a string cut, a value too deep, an attribute over a budget)
+# and one per attribute, event or link dropped (docs/contract/limits.md#what-was-cut).
+CUT_ARRAY_ITEMS = "max_array_items"
+CUT_KVLIST_ENTRIES = "max_kvlist_entries"
+CUT_DEPTH = "max_value_depth"
+CUT_VALUE_CHARS = "max_attribute_value_chars"
+CUT_SPAN_BYTES = "max_attribute_bytes_per_span"
+CUT_REQUEST_BYTES = "max_attribute_bytes_per_request"
+CUT_ATTRIBUTES = "max_attributes_per_span"
+CUT_EVENTS = "max_events_per_span"
+CUT_LINKS = "max_links_per_span"
+# What one value costs of an attribute budget besides its characters (see attribute_cost).
+VALUE_COST = 16
+
+
+class Cuts(Counter):
+    """What the bounds cut in one request, by limit (the CUT_* names), and what is left of its
+    attribute budget (None until the first span or record draws on it). Pass one to
+    request_resources and iter_spans (log_resources and iter_log_records) of a request."""
+
+    left: int | None = None
+
+
+def attribute_cost(key: str, value) -> int:
+    """What one stored attribute costs of a budget: its key's and its string's characters, plus
+    VALUE_COST for it and for every array item and kvlist entry inside (so a budget also
+    bounds the Python objects made: ~4 bytes of memory per unit at worst)."""
+    if type(value) is str:
+        return VALUE_COST + len(key) + len(value)
+    if type(value) is dict:
+        return VALUE_COST + len(key) + sum(attribute_cost(k, v) for k, v in value.items())
+    if type(value) is list:
+        return VALUE_COST + len(key) + sum(attribute_cost("", v) for v in value)
+    return VALUE_COST + len(key)
+
+
+class _Bound:
+    """The attribute budget of one span (or log record, or resource) while it is flattened."""
+
+    __slots__ = ("start", "left", "reason", "items", "entries", "depth", "value_chars", "cuts")
+
+    def __init__(self, limits: IngestLimits, cuts: Cuts):
+        if cuts.left is None:
+            cuts.left = limits.max_attribute_bytes_per_request
+        span = limits.max_attribute_bytes_per_span
+        if cuts.left < span:
+            self.start, self.reason = max(cuts.left, 0), CUT_REQUEST_BYTES
+        else:
+            self.start, self.reason = span, CUT_SPAN_BYTES
+        self.left = self.start
+        self.items = limits.max_array_items
+        self.entries = limits.max_kvlist_entries
+        self.depth = limits.max_value_depth
+        self.value_chars = limits.max_attribute_value_chars
+        self.cuts = cuts
+
+    def close(self) -> None:
+        """Charge what was spent to the request."""
+        self.cuts.left -= self.start - max(self.left, 0)
+
+
+def _bounded(value: AnyValue, bound: _Bound, depth: int):
+    """AnyValue -> JSON-ready Python, as _value, within the bounds: an array keeps its first
+    max_array_items items, a kvlist its first max_kvlist_entries entries, each then marked
+    (redact.cut_items_marker, redact.CUT_ENTRIES_KEY); a kvlist or array deeper than
+    max_value_depth becomes DEPTH_MARKER; and when the budget runs out the rest of an array
+    or kvlist is marked the same way. Cut items are never converted: a 58 MB array costs
+    the items kept, not 1.9 GB. `depth` is that of `value` (1 for an attribute's own value)."""
+    kind = _WHICH_ONE_OF(value, "value")
+    if kind == "string_value":
+        text = value.string_value
+        if len(text) > bound.value_chars:
+            bound.cuts[CUT_VALUE_CHARS] += 1
+            bound.left -= VALUE_COST + bound.value_chars
+        else:
+            bound.left -= VALUE_COST + len(text)
+        return text
+    if kind == "kvlist_value" or kind == "array_value":
+        if depth > bound.depth:
+            bound.cuts[CUT_DEPTH] += 1
+            bound.left -= VALUE_COST + len(DEPTH_MARKER)
+            return DEPTH_MARKER
+        bound.left -= VALUE_COST
+        if kind == "kvlist_value":
+            entries = value.kvlist_value.values
+            count = len(entries)
+            out = {}
+            for index, item in enumerate(entries if count <= bound.entries else entries[: bound.entries]):
+                if bound.left <= 0:
+                    bound.cuts[bound.reason] += 1
+                    out[CUT_ENTRIES_KEY] = count - index
+                    return out
+                key = item.key
+                bound.left -= len(key)
+                out[key] = _bounded(item.value, bound, depth + 1)
+            if count > bound.entries:
+                bound.cuts[CUT_KVLIST_ENTRIES] += 1
+                out[CUT_ENTRIES_KEY] = count - bound.entries
+            return out
+        items = value.array_value.values
+        count = len(items)
+        out = []
+        for index, item in enumerate(items if count <= bound.items else items[: bound.items]):
+            if bound.left <= 0:
+                bound.cuts[bound.reason] += 1
+                out.append(cut_items_marker(count - index))
+                return out
+            out.append(_bounded(item, bound, depth + 1))
+        if count > bound.items:
+            bound.cuts[CUT_ARRAY_ITEMS] += 1
+            out.append(cut_items_marker(count - bound.items))
+        return out
+    bound.left -= VALUE_COST
+    return _value(value)
+
 
 def count_spans(request: ExportTraceServiceRequest) -> int:
     return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
@@ -720,21 +864,26 @@ def start_days(request: ExportTraceServiceRequest, *, min_ns: int, max_ns: int) 
     return {epoch + dt.timedelta(days=day) for day in days}
 
 
-def request_resources(request: ExportTraceServiceRequest, limits: IngestLimits) -> list[ResourceRecord | None]:
+def request_resources(
+    request: ExportTraceServiceRequest, limits: IngestLimits, *, cuts: Cuts | None = None
+) -> list[ResourceRecord | None]:
     """Each ResourceSpans' resource, flattened and redacted, in request order; None for one
     without spans (nothing will refer to it). Pass the list on to iter_spans, which then
-    does not flatten the resources again."""
-    redaction = (limits.max_attribute_key_chars, limits.max_attribute_value_chars, limits.max_value_depth)
+    does not flatten the resources again. What the bounds cut is added to `cuts` (each
+    resource has a span's attribute budget, drawn from the request's)."""
+    if cuts is None:
+        cuts = Cuts()
     return [
-        _resource(rs.resource, limits.max_attributes_per_span, redaction)
-        if any(ss.spans for ss in rs.scope_spans)
-        else None
+        _resource(rs.resource, limits, cuts) if any(ss.spans for ss in rs.scope_spans) else None
         for rs in request.resource_spans
     ]
 
 
-def _resource(resource: Resource, max_attributes: int, redaction: tuple[int, int, int]) -> ResourceRecord:
-    attributes, dropped = _stored_attributes(resource.attributes, max_attributes, redaction)
+def _resource(resource: Resource, limits: IngestLimits, cuts: Cuts) -> ResourceRecord:
+    redaction = (limits.max_attribute_key_chars, limits.max_attribute_value_chars, limits.max_value_depth)
+    bound = _Bound(limits, cuts)
+    attributes, dropped = _stored_attributes(resource.attributes, limits.max_attributes_per_span, redaction, bound)
+    bound.close()
     dropped += resource.dropped_attributes_count
     if dropped:
         attributes[DROPPED_ATTRIBUTES] = dropped
@@ -754,6 +903,7 @@ def iter_spans(
     *,
     now_ns: int,
     resources: list[ResourceRecord | None] | None = None,
+    cuts: Cuts | None = None,
 ) -> Iterator[SpanRecord | RejectedSpan]:
     """Each span of the request, flattened, as a SpanRecord, or a RejectedSpan.
 
@@ -762,14 +912,17 @@ def iter_spans(
     the caller can write them in slices. Each ResourceSpans' resource attributes go to
     its own spans only; the resource_attributes dict is shared by the spans of one
     resource (treat it as read-only). `resources` is request_resources(request, limits)
-    when the caller already has it.
+    when the caller already has it. What the bounds cut (array, kvlist, depth and budget
+    limits; attributes, events and links dropped) is added to `cuts` as it goes.
     """
     total = count_spans(request)
     if total > limits.max_spans_per_request:
         raise OtlpError(413, f"{total} spans in one request exceeds the limit of {limits.max_spans_per_request}")
+    if cuts is None:
+        cuts = Cuts()
     if resources is None:
-        resources = request_resources(request, limits)
-    return _flatten(request, limits, now_ns, resources)
+        resources = request_resources(request, limits, cuts=cuts)
+    return _flatten(request, limits, now_ns, resources, cuts)
 
 
 def _nonfinite(number: float) -> str:
@@ -817,26 +970,69 @@ _STORED_PAIR_BYTES = 512
 _STORED_PAIRS_MAX = 20_000
 
 
-def _stored_attributes(items, max_count: int, limits: tuple[int, int, int]) -> tuple[dict, int]:
+def _stored_attributes(items, max_count: int, limits: tuple[int, int, int], bound: _Bound) -> tuple[dict, int]:
     """The first max_count KeyValues, redacted (redact.redact_item), as a dict, and how
-    many were left out: what redact.redact_attributes makes of them, for a fraction of the cost."""
+    many were left out: what redact.redact_attributes makes of them, for a fraction of the cost.
+
+    Each is charged to `bound` (attribute_cost); one that does not fit what is left is stored
+    as CUT_BUDGET_MARKER. Attributes of up to _STORED_PAIR_BYTES as received (names, ids,
+    codes, short messages: what a tool call is recognised and classified by) are fitted
+    first, then the larger ones in order, so one huge value cannot crowd them out."""
     count = len(items)
+    if count > max_count:
+        bound.cuts[CUT_ATTRIBUTES] += count - max_count
     pairs = _STORED_PAIRS.get(limits)
     if pairs is None:
         pairs = _STORED_PAIRS[limits] = {}
     known = pairs.get
+    value_chars = limits[1]
     found = []
+    large = None
     for item in items if count <= max_count else items[:max_count]:
         data = item.SerializeToString()
+        if len(data) > _STORED_PAIR_BYTES:
+            if large is None:
+                large = []
+            large.append((len(found), item, data))
+            found.append(None)
+            continue
         pair = known(data)
         if pair is None:
-            pair = _stored_pair(item, data, pairs, limits)
+            pair = _stored_pair(item, data, pairs, limits, bound)
+        value = pair[1]
+        if type(value) is str:
+            cost = VALUE_COST + len(pair[0]) + len(value)
+            if len(value) == value_chars and value.endswith(" chars]") and TRUNCATION_MARKER in value:
+                bound.cuts[CUT_VALUE_CHARS] += 1
+        else:
+            cost = VALUE_COST + len(pair[0])  # a small nested value charged its items as converted
+        if cost > bound.left and type(value) is str:
+            bound.cuts[bound.reason] += 1
+            pair = (pair[0], CUT_BUDGET_MARKER)
+        else:
+            bound.left -= cost
         found.append(pair)
+    if large is not None:
+        for position, item, data in large:
+            pair = _stored_pair(item, data, pairs, limits, bound)
+            value = pair[1]
+            cost = VALUE_COST + len(pair[0])
+            if type(value) is str:
+                cost += len(value)
+                if len(value) == value_chars and value.endswith(" chars]") and TRUNCATION_MARKER in value:
+                    bound.cuts[CUT_VALUE_CHARS] += 1
+            # A nested value was converted within what was left (and cut inside if need be): kept.
+            if cost > bound.left and type(value) is str:
+                bound.cuts[bound.reason] += 1
+                pair = (pair[0], CUT_BUDGET_MARKER)
+            else:
+                bound.left -= cost
+            found[position] = pair
     # dict() keeps the first position and the last value of a repeated key, as assignments do.
     return dict(found), max(count - max_count, 0)
 
 
-def _stored_pair(item, data: bytes, pairs: dict, limits: tuple[int, int, int]) -> tuple[str, object]:
+def _stored_pair(item, data: bytes, pairs: dict, limits: tuple[int, int, int], bound: _Bound) -> tuple[str, object]:
     value = item.value
     kind = _WHICH_ONE_OF(value, "value")
     if kind == "string_value":
@@ -845,8 +1041,10 @@ def _stored_pair(item, data: bytes, pairs: dict, limits: tuple[int, int, int]) -
         raw = value.int_value
     elif kind == "bool_value":
         raw = value.bool_value
+    elif bound.left <= 0 and (kind == "kvlist_value" or kind == "array_value"):
+        return (item.key, CUT_BUDGET_MARKER)  # not converted at all: the caller counts the cut
     else:
-        raw = _value(value)
+        raw = _bounded(value, bound, 1)
     pair = redact_item(item.key, raw, limits)
     if len(data) <= _STORED_PAIR_BYTES and type(raw) is not dict and type(raw) is not list:
         if data in _SEEN_ONCE:
@@ -869,7 +1067,11 @@ def _label(value) -> str:
 
 
 def _flatten(
-    request: ExportTraceServiceRequest, limits: IngestLimits, now_ns: int, resources: list[ResourceRecord | None]
+    request: ExportTraceServiceRequest,
+    limits: IngestLimits,
+    now_ns: int,
+    resources: list[ResourceRecord | None],
+    cuts: Cuts,
 ) -> Iterator[SpanRecord | RejectedSpan]:
     max_attributes = limits.max_attributes_per_span
     max_events = limits.max_events_per_span
@@ -905,7 +1107,8 @@ def _flatten(
                     yield RejectedSpan(problem[0], problem[1], 1, trace_id[:32].hex(), span_id[:32].hex())
                     continue
 
-                attributes, dropped_attributes = _stored_attributes(span.attributes, max_attributes, redaction)
+                bound = _Bound(limits, cuts)
+                attributes, dropped_attributes = _stored_attributes(span.attributes, max_attributes, redaction, bound)
                 dropped_attributes += span.dropped_attributes_count
                 if dropped_attributes:
                     attributes[DROPPED_ATTRIBUTES] = dropped_attributes
@@ -914,9 +1117,11 @@ def _flatten(
                 dropped_events = span.dropped_events_count
                 source = span.events
                 if source:
-                    dropped_events += max(len(source) - max_events, 0)
+                    if len(source) > max_events:
+                        dropped_events += len(source) - max_events
+                        cuts[CUT_EVENTS] += len(source) - max_events
                     for event in source if len(source) <= max_events else source[:max_events]:
-                        event_attributes, dropped = _stored_attributes(event.attributes, max_attributes, redaction)
+                        event_attributes, dropped = _stored_attributes(event.attributes, max_attributes, redaction, bound)
                         dropped += event.dropped_attributes_count
                         if dropped:
                             event_attributes[DROPPED_ATTRIBUTES] = dropped
@@ -934,18 +1139,21 @@ def _flatten(
                 dropped_links = span.dropped_links_count
                 source = span.links
                 if source:
-                    dropped_links += max(len(source) - max_links, 0)
+                    if len(source) > max_links:
+                        dropped_links += len(source) - max_links
+                        cuts[CUT_LINKS] += len(source) - max_links
                     for link in source if len(source) <= max_links else source[:max_links]:
                         link_trace, link_span = link.trace_id, link.span_id
                         if len(link_trace) != 16 or len(link_span) != 8:
                             dropped_links += 1  # a link to nothing identifiable
                             continue
-                        link_attributes, _ = _stored_attributes(link.attributes, max_attributes, redaction)
+                        link_attributes, _ = _stored_attributes(link.attributes, max_attributes, redaction, bound)
                         links.append(
                             {"trace_id": link_trace.hex(), "span_id": link_span.hex(), "attributes": link_attributes}
                         )
                 if dropped_links:
                     attributes[DROPPED_LINKS] = dropped_links
+                bound.close()
 
                 raw_name = span.name
                 name = names.get(raw_name)
@@ -1112,25 +1320,25 @@ def _decode_protobuf(body: bytes, message_class):
     return request
 
 
-def decode_logs_request(body: bytes, media: str) -> ExportLogsServiceRequest:
+def decode_logs_request(body: bytes, media: str, limits: IngestLimits = DEFAULT_LIMITS) -> ExportLogsServiceRequest:
     """The ExportLogsServiceRequest in a (decompressed) body, or OtlpError(400)."""
     if media == PROTOBUF:
         return _decode_protobuf(body, ExportLogsServiceRequest)
     if media == JSON:
         if not body or body.isspace():
             return ExportLogsServiceRequest()
-        return _parse_with_json_format(_json_document(body), ExportLogsServiceRequest, _check_logs_shape_and_ids)
+        return _parse_with_json_format(_json_document(body, limits), ExportLogsServiceRequest, _check_logs_shape_and_ids)
     raise ValueError(f"unknown media {media!r}")
 
 
-def decode_metrics_request(body: bytes, media: str) -> ExportMetricsServiceRequest:
+def decode_metrics_request(body: bytes, media: str, limits: IngestLimits = DEFAULT_LIMITS) -> ExportMetricsServiceRequest:
     """The ExportMetricsServiceRequest in a (decompressed) body, or OtlpError(400)."""
     if media == PROTOBUF:
         return _decode_protobuf(body, ExportMetricsServiceRequest)
     if media == JSON:
         if not body or body.isspace():
             return ExportMetricsServiceRequest()
-        return _parse_with_json_format(_json_document(body), ExportMetricsServiceRequest, _check_metrics_shape_and_ids)
+        return _parse_with_json_format(_json_document(body, limits), ExportMetricsServiceRequest, _check_metrics_shape_and_ids)
     raise ValueError(f"unknown media {media!r}")
 
 
@@ -1184,13 +1392,14 @@ def count_data_points(request: ExportMetricsServiceRequest) -> int:
     return total
 
 
-def log_resources(request: ExportLogsServiceRequest, limits: IngestLimits) -> list[ResourceRecord | None]:
+def log_resources(
+    request: ExportLogsServiceRequest, limits: IngestLimits, *, cuts: Cuts | None = None
+) -> list[ResourceRecord | None]:
     """Each ResourceLogs' resource, flattened and redacted as for spans; None for one without records."""
-    redaction = (limits.max_attribute_key_chars, limits.max_attribute_value_chars, limits.max_value_depth)
+    if cuts is None:
+        cuts = Cuts()
     return [
-        _resource(rl.resource, limits.max_attributes_per_span, redaction)
-        if any(sl.log_records for sl in rl.scope_logs)
-        else None
+        _resource(rl.resource, limits, cuts) if any(sl.log_records for sl in rl.scope_logs) else None
         for rl in request.resource_logs
     ]
 
@@ -1216,6 +1425,7 @@ def iter_log_records(
     *,
     now_ns: int,
     resources: list[ResourceRecord | None] | None = None,
+    cuts: Cuts | None = None,
 ) -> Iterator[LogRecordRecord | RejectedSpan]:
     """Each log record of the request, flattened (attributes and body redacted and bounded as a
     span's attributes are), as a LogRecordRecord with its digest, or a RejectedSpan (reason).
@@ -1227,8 +1437,10 @@ def iter_log_records(
         raise OtlpError(
             413, f"{total} log records in one request exceeds the limit of {limits.max_log_records_per_request}"
         )
+    if cuts is None:
+        cuts = Cuts()
     if resources is None:
-        resources = log_resources(request, limits)
+        resources = log_resources(request, limits, cuts=cuts)
     max_attributes = limits.max_attributes_per_span
     value_chars = limits.max_attribute_value_chars
     redaction = (limits.max_attribute_key_chars, value_chars, limits.max_value_depth)
@@ -1245,11 +1457,13 @@ def iter_log_records(
                 if problem is not None:
                     yield RejectedSpan(problem[0], problem[1], 1, trace_id[:32].hex(), span_id[:32].hex())
                     continue
-                attributes, dropped = _stored_attributes(record.attributes, max_attributes, redaction)
+                bound = _Bound(limits, cuts)
+                attributes, dropped = _stored_attributes(record.attributes, max_attributes, redaction, bound)
                 dropped += record.dropped_attributes_count
                 if dropped:
                     attributes[DROPPED_ATTRIBUTES] = dropped
-                body = _log_body(record, redaction)
+                body = _log_body(record, redaction, bound)
+                bound.close()
                 event_name = redact_string(
                     qualified_event_name(record.event_name, attributes, body, scope_name), LABEL_CHARS
                 )
@@ -1276,10 +1490,13 @@ def iter_log_records(
                 yield item
 
 
-def _log_body(record, redaction: tuple[int, int, int]):
+def _log_body(record, redaction: tuple[int, int, int], bound: _Bound):
     if not record.HasField("body"):
         return None
-    value = _value(record.body)
+    if bound.left <= 0:
+        bound.cuts[bound.reason] += 1
+        return CUT_BUDGET_MARKER
+    value = _bounded(record.body, bound, 1)
     if value is None:
         return None
     return redact_item("body", value, redaction)[1]

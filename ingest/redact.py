@@ -27,11 +27,23 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ingest.secret_rules import RULES
+
 REDACTED = "[REDACTED]"
 # A cut string ends with f"{TRUNCATION_MARKER}{removed} chars]".
 TRUNCATION_MARKER = "…[truncated "
 # A kvlist/array nested deeper than limits.max_value_depth is replaced by this.
 DEPTH_MARKER = "[nested too deep]"
+# What the input bounds leave in place of what they cut (docs/contract/limits.md#what-was-cut):
+# an attribute over its span's (or request's) budget; the last item of a shortened array;
+# the last entry of a shortened kvlist (its value: how many entries were cut).
+CUT_BUDGET_MARKER = "[cut: over the attribute budget]"
+CUT_ENTRIES_KEY = "toolwatch.cut_entries"
+
+
+def cut_items_marker(count: int) -> str:
+    return f"[cut: {count} more items]"
+
 
 # ---------------------------------------------------------------------------
 # Credential keys
@@ -51,9 +63,16 @@ DEPTH_MARKER = "[nested too deep]"
 #                                         authenticate anything. Session cookies are caught as cookies.
 #   pwd                                -> kept: it is the working directory far more often
 #                                         than a password.
+#   db_pass, dbPass, auth, x-auth      -> secret ("pass" and "auth" as whole words)
+#   auth.type, auth_method, pass_rate  -> kept (next to a word of KIND_WORDS: what kind, not the secret)
+#   key, cache_key, s3.key, key.id     -> kept: a bare "key" in a tool's arguments is a dict, cache,
+#                                         object or idempotency key far more often than a credential;
+#                                         a credential-shaped value under it is still caught by value.
+#   license_key, account_key, app_key  -> secret (a credential's own kind of key: SECRET_KEY_PHRASES)
+#   PGPASSWORD, MYSQL_PWD_PASSWORD     -> secret (the squashed key contains "password" / "passwd")
 SECRET_KEY_WORDS = frozenset(
     {
-        "authorization",
+        "authorization", "auth", "pass", "creds",
         "password", "passwd", "passphrase",
         "secret", "secrets",
         "token", "apikey", "xapikey", "accesstoken", "refreshtoken", "idtoken", "authtoken",
@@ -72,8 +91,24 @@ SECRET_KEY_PHRASES = frozenset(
         ("signing", "key"),
         ("encryption", "key"),
         ("master", "key"),
+        ("license", "key"),
+        ("account", "key"),
+        ("app", "key"),
+        ("shared", "key"),
+        ("auth", "key"),
+        ("client", "key"),
     }
 )
+# Squashed keys containing one of these are secret whatever surrounds them ("PGPASSWORD").
+SECRET_KEY_INFIXES = ("password", "passwd", "apikey", "secretkey", "privatekey", "accesstoken", "clientsecret")
+# "auth" or "pass" next to one of these words names a kind, a setting or a result, not the secret.
+KIND_WORDS = frozenset(
+    {
+        "type", "types", "method", "methods", "scheme", "mode", "provider", "kind", "name", "required",
+        "enabled", "status", "error", "errors", "url", "uri", "endpoint", "domain", "server", "flow",
+        "rate", "count", "fail", "through", "at", "k", "result", "results", "state",
+    }
+)  # fmt: skip
 # "token" next to one of these words names a count or a kind of token, not a credential.
 TOKEN_COUNT_WORDS = frozenset(
     {
@@ -90,11 +125,20 @@ TOKEN_COUNT_WORDS = frozenset(
 # Authorization value, the key of a key=value pair, the user of a URL.
 _KV_KEYS = (
     r"(?i:pass(?:word|wd|phrase)|secret|api[_-]?key|(?:access|refresh|auth|id|session|bearer)[_-]?token"
-    r"|token|authorization|cookie|credentials?|private[_-]?key)"
+    r"|token|authorization|cookie|credentials?|private[_-]?key"
+    # Azure connection strings and SAS URLs (AccountKey=…;, SharedAccessKey=…, …&sig=…), and
+    # "pass=" / "auth=" / "db_pass=" as whole words (not "bypass=", "oauth=": those have a letter before)
+    r"|account[_-]?key|shared[_-]?access[_-]?(?:key|signature)|(?<![a-z])(?:sig|pass|auth|creds)"
+    r"|(?:secret[_-]?)?access[_-]?key|secret[_-]?key)"
 )
+# gitleaks' self-naming credentials (ingest/secret_rules.py), one alternative: a token of
+# theirs is a secret wherever it appears. Bounded left and right by a non-alphanumeric.
+_RULES_RE = r"(?<![A-Za-z0-9])(?:" + "|".join(pattern for _, _, pattern in RULES) + r")(?![A-Za-z0-9])"
 VALUE_PATTERNS = (
     # "Bearer <token>" (the token has a digit or punctuation, or is long: not "bearer instrument")
     ("bearer", r"(?P<bearer>(?i:bearer)\s+)(?=[A-Za-z]{20}|[A-Za-z]*[0-9._~+/\-])[A-Za-z0-9._~+/\-]{8,}=*"),
+    # "Basic <base64 user:password>" anywhere in text (not "basic research": a digit, +, / or =, or long)
+    ("basic", r"(?P<basic>(?<![A-Za-z])(?i:basic)\s+)(?=[A-Za-z]{20}|[A-Za-z]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])"),
     # OpenAI / Anthropic style: sk-…, sk-proj-…, sk-ant-api03-… (not "task-…", "desk-…")
     ("sk", r"(?<![A-Za-z0-9_])sk-[A-Za-z0-9_\-]{20,}"),
     # Stripe-style secret / restricted keys
@@ -123,26 +167,76 @@ VALUE_PATTERNS = (
         r"|\\\"(?:[^\"\\]|\\[^\"])*(?:\\\"|\Z)|\"(?:[^\"\\\n]|\\.)*(?:\"|\Z)|'[^'\n]*(?:'|\Z)"
         r"|[^\s\"',;&}\])\\<>]+)",
     ),
+    ("rules", _RULES_RE),
 )
 VALUE_RE = re.compile("|".join(f"(?:{pattern})" for _, pattern in VALUE_PATTERNS))
 # Every VALUE_RE match contains one of these (lower-cased), or both "@" and "://".
 # Checking them with `in` costs about 0.4 ns per character each; scanning with
 # VALUE_RE itself, whose alternatives share no rare first character, costs ~20 ns
 # per character. Most strings contain none of them and never reach VALUE_RE.
-GATE_LITERALS = (
-    "key", "token", "pass", "secret", "authoriz", "cookie", "credential", "bearer",
+_OWN_GATE_LITERALS = (
+    "key", "token", "pass", "secret", "auth", "cookie", "credential", "cred", "bearer", "basic", "sig",
     "sk-", "sk_", "rk_", "akia", "asia", "eyj", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
     "xox", "aiza",
 )  # fmt: skip
+# Of those, the ones looked for in the whole of every string (with `in`): the key words of the
+# key=value rule, Bearer / Basic, and "@" for the URL rule (it counts only with a "://").
+# "credential" is not among them: any string holding it holds "cred".
+_WORD_CUES = ("key", "token", "pass", "secret", "auth", "cookie", "cred", "bearer", "basic", "sig", "@")
+# The rest start a token-shaped secret (sk-…, AKIA…, eyJ…, ghp_…; and gitleaks' rules): a run
+# of TOKEN_RUN_CHARS or more token characters, which most strings (prose, messages, small
+# JSON) do not hold at all. Only when one does are the runs searched for these starts.
+_OWN_TOKEN_CUES = tuple(cue for cue in _OWN_GATE_LITERALS if cue not in _WORD_CUES and cue != "credential")
+
+
+def _uncovered(starts, cues) -> tuple[str, ...]:
+    """The starts no cue is part of (a string holding one of them holds the cue too)."""
+    return tuple(sorted({start for start in starts if not any(cue in start for cue in cues)}))
+
+
+_RULE_STARTS = tuple(start for _, starts, _ in RULES for start in starts)
+# The rules' starts no own cue covers: looked for, with the own token cues, only inside runs
+# of token characters (checking ~80 more literals on every string cost ~2.5x the whole gate).
+RULE_CUES = _uncovered(_RULE_STARTS, _OWN_GATE_LITERALS)
+GATE_LITERALS = _OWN_GATE_LITERALS + RULE_CUES
 # Every VALUE_RE match starts with one of these (lower-cased; "gh" for gh?_ tokens, "auth"
 # for authorization and auth_token). Keep them in step with VALUE_PATTERNS and _KV_KEYS.
-MATCH_STARTS = (
-    "bearer", "sk-", "sk_", "rk_", "akia", "asia", "eyj", "gh", "github_pat_", "xox", "aiza", "-----begin", "://",
-    "pass", "secret", "api", "access", "refresh", "auth", "id", "session", "token", "cookie", "credential",
-    "private",
+_OWN_MATCH_STARTS = (
+    "bearer", "basic", "sk-", "sk_", "rk_", "akia", "asia", "eyj", "gh", "github_pat_", "xox", "aiza", "-----begin",
+    "://", "pass", "secret", "api", "access", "refresh", "auth", "id", "session", "token", "cookie", "credential",
+    "private", "account", "shared", "sig", "cred",
 )  # fmt: skip
-# The gate's cues: the literals, and "@" for the URL rule (it counts only with a "://").
-GATE_CUES = (*GATE_LITERALS, "@")
+_RULE_MATCH_STARTS = tuple(
+    sorted({start for start in _RULE_STARTS if not any(start.startswith(own) for own in _OWN_MATCH_STARTS)})
+)
+MATCH_STARTS = _OWN_MATCH_STARTS + _RULE_MATCH_STARTS
+# cue -> the rules' match starts a string holding that cue may hold: each is looked for only
+# when the gate found its cue (a rule start holds its own cue, or an own cue covering it).
+_STARTS_OF_CUE: dict[str, tuple[str, ...]] = {
+    cue: tuple(start for start in _RULE_MATCH_STARTS if cue in start)
+    for cue in (*_OWN_GATE_LITERALS, *_uncovered(_RULE_STARTS, _OWN_GATE_LITERALS))
+}
+# Every cue, for a string that is not ASCII (looked for with `in`, as its runs are not).
+GATE_CUES = (*_OWN_GATE_LITERALS, *RULE_CUES, "@")
+# The token-shaped patterns: gitleaks' rules and VALUE_PATTERNS' own token alternatives.
+_TOKEN_PATTERN_NAMES = ("sk", "stripe", "aws", "jwt", "github", "slack", "google")
+# Every match of a token-shaped pattern is, in an ASCII string, a run of at least this many of
+# _TOKEN_CHARS (their shortest possible match: slack-app-token's 12 characters), computed
+# from the patterns themselves, so a new rule cannot slip under it.
+_TOKEN_CHARS = r"A-Za-z0-9_\-.~+/="
+TOKEN_RUN_CHARS = min(
+    re._parser.parse(pattern).getwidth()[0]
+    for pattern in (
+        *(pattern for _, _, pattern in RULES),
+        *(pattern for name, pattern in VALUE_PATTERNS if name in _TOKEN_PATTERN_NAMES),
+    )
+)
+_TOKEN_RUN_RE = re.compile(r"[%s]{%d,}" % (_TOKEN_CHARS, TOKEN_RUN_CHARS))
+# Each token cue where such a secret can start: after a character that is not a letter or digit
+# (every token pattern's lookbehind but the JWT's, whose "eyj" is looked for anywhere in the
+# runs). Shorter cues first, so that where cues overlap the one found covers the longer ones.
+_TOKEN_CUES = tuple(sorted(set(_OWN_TOKEN_CUES + RULE_CUES) - {"eyj"}, key=lambda cue: (len(cue), cue)))
+_TOKEN_CUE_RE = re.compile(r"[^a-z0-9](?=(%s))" % "|".join(re.escape(cue) for cue in _TOKEN_CUES))
 # No pattern can match fewer characters than this (e.g. "token=ab").
 MIN_SECRET_CHARS = 8
 # A string longer than its limit is scrubbed only this far past the cut: the rest is
@@ -172,9 +266,9 @@ def is_secret_key(key: str) -> bool:
 def _classify_key(key: str) -> bool:
     words = [word.lower() for word in _KEY_WORD_RE.findall(key)]
     for i, word in enumerate(words):
-        if word == "token":
+        if word == "token" or word == "auth" or word == "pass":
             neighbours = words[max(i - 1, 0) : i] + words[i + 1 : i + 2]
-            if any(neighbour in TOKEN_COUNT_WORDS for neighbour in neighbours):
+            if any(n in (TOKEN_COUNT_WORDS if word == "token" else KIND_WORDS) for n in neighbours):
                 continue
             return True
         if word in SECRET_KEY_WORDS:
@@ -182,7 +276,8 @@ def _classify_key(key: str) -> bool:
         if i and (words[i - 1], word) in SECRET_KEY_PHRASES:
             return True
     # Also the whole key squashed: "x_api_key" -> "xapikey", "Set-Cookie" -> "setcookie".
-    return "".join(words) in SECRET_KEY_WORDS
+    squashed = "".join(words)
+    return squashed in SECRET_KEY_WORDS or any(infix in squashed for infix in SECRET_KEY_INFIXES)
 
 
 def _replace(match: re.Match) -> str:
@@ -202,37 +297,56 @@ def _replace(match: re.Match) -> str:
         return match.group("bearer") + REDACTED
     if match.group("url") is not None:
         return match.group("url") + REDACTED
+    if match.group("basic") is not None:
+        return match.group("basic") + REDACTED
     return REDACTED
 
 
-def _gate(text: str, cues: tuple[str, ...] = GATE_CUES) -> list[str]:
+def _gate(text: str, cues: tuple[str, ...] | None = None) -> list[str]:
     """The cues `text` holds (ignoring case); none means VALUE_RE cannot match it.
 
+    The first look at a string (no `cues`) checks the word cues in all of it, and the token
+    cues only in its runs of TOKEN_RUN_CHARS token characters (one regex over the runs).
     The cues found in a map's strings joined are the only ones each of its strings can
     hold, so each string is then gated on those alone (usually one) instead of all of them.
     """
-    lowered = text.lower()
-    hits = []
-    for cue in cues:
-        if cue in lowered:
-            hits.append(cue)
-    if hits and hits[-1] == "@" and "://" not in lowered:
-        hits.pop()
+    if not text.isascii():
+        # casefold, not lower: IGNORECASE parts of VALUE_RE also match "ſ" for "s", "K" for "k".
+        lowered = text.casefold()
+        hits = [cue for cue in (cues or GATE_CUES) if cue in lowered]
+    elif cues is not None:
+        lowered = text.lower()
+        hits = [cue for cue in cues if cue in lowered]
+    else:
+        lowered = text.lower()
+        hits = [cue for cue in _WORD_CUES if cue in lowered]
+        if _TOKEN_RUN_RE.search(lowered) is not None:
+            runs = "\n" + "\n".join(_TOKEN_RUN_RE.findall(lowered))
+            found = _TOKEN_CUE_RE.findall(runs)
+            if found:
+                hits += set(found)
+            if "eyj" in runs:
+                hits.append("eyj")
+    if "@" in hits and "://" not in lowered:
+        hits.remove("@")
     return hits
 
 
 def scrub_text(text: str) -> str:
     """Replace credential-shaped substrings (VALUE_PATTERNS) of any string."""
-    return _scrub(text, GATE_CUES)
+    return _scrub(text, None)
 
 
 def _scrub(text: str, cues) -> str:
-    if len(text) < MIN_SECRET_CHARS or not _gate(text, cues):
+    if len(text) < MIN_SECRET_CHARS:
         return text
-    return _sub_secrets(text)
+    hits = _gate(text, cues)
+    if not hits:
+        return text
+    return _sub_secrets(text, hits)
 
 
-def _sub_secrets(text: str) -> str:
+def _sub_secrets(text: str, hits=None) -> str:
     """VALUE_RE.sub(_replace, text), trying VALUE_RE only where a match can start.
 
     VALUE_RE's alternatives leave the regex engine nothing to skip ahead on, so `sub`
@@ -243,7 +357,10 @@ def _sub_secrets(text: str) -> str:
         return VALUE_RE.sub(_replace, text)  # mean ASCII case alone (re also folds "ſ" to "s")
     lowered = text.lower()
     starts = set()
-    for start in MATCH_STARTS:
+    candidates = MATCH_STARTS
+    if hits is not None:  # the gate's cues: only the rules' starts that those cues allow
+        candidates = _OWN_MATCH_STARTS + tuple({start for cue in hits for start in _STARTS_OF_CUE.get(cue, ())})
+    for start in candidates:
         at = lowered.find(start)
         while at >= 0:
             starts.add(at)
@@ -292,16 +409,17 @@ def _truncate(text: str, max_chars: int, total: int) -> str:
 
 def redact_string(text: str, max_chars: int) -> str:
     """scrub_text, then clean_string: for span names, event names and status messages."""
-    return _store_text(text, max_chars, GATE_CUES)
+    return _store_text(text, max_chars, None)
 
 
-# cues: what to gate the (already cut) text on before scrubbing it; none: do not scrub
+# cues: what to gate the (already cut) text on before scrubbing it; None: every cue (a first
+# look); (): do not scrub
 def _store_text(text: str, max_chars: int, cues) -> str:
     hidden = 0
     if len(text) > max_chars + SCRUB_MARGIN:
         hidden = len(text) - (max_chars + SCRUB_MARGIN)
         text = text[: max_chars + SCRUB_MARGIN]
-    if cues:
+    if cues is None or cues:
         text = _scrub(text, cues)
     return _clean(text, max_chars, hidden)
 
@@ -388,7 +506,7 @@ def _redact_list(values: list, limits: tuple[int, int, int], depth: int) -> list
     out = []
     for value in values:
         if type(value) is str:
-            value = _store_text(value, limits[1], GATE_CUES)
+            value = _store_text(value, limits[1], None)
         elif type(value) is dict or type(value) is list:
             value = _redact_nested(value, limits, depth + 1)
         out.append(value)

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Max
 
 from ingest import partitions, storage
-from ingest.models import ChangedBucket, LogRecord, Project, Resource, Span, ToolCall
+from ingest.models import ChangedBucket, IngestStat, LogRecord, Project, Resource, Span, ToolCall
 
 
 def resource_margin() -> dt.timedelta:
@@ -46,5 +46,7 @@ def retention_apply(*, now: dt.datetime) -> dict[str, int]:
         # Log records: a plain table (not partitioned), deleted by time on every database.
         deleted += LogRecord.objects.filter(project=project, time__lt=cutoff).delete()[0]
         ChangedBucket.objects.filter(project=project, bucket_start__lt=cutoff).delete()
+        # The health counters (a row per 5 minutes, outcome and reason) of data no longer kept.
+        IngestStat.objects.filter(project=project, hour__lt=cutoff).delete()
         resources += Resource.objects.filter(project=project, last_seen__lt=cutoff - resource_margin()).delete()[0]
     return {"partitions_dropped": len(dropped), "rows_deleted": deleted, "resources_deleted": resources}

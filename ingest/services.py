@@ -24,6 +24,8 @@ from ingest.records import SpanRecord
 SLICE_SPANS = 2_000
 # How often last_used_at is written for a busy key: not on every request.
 KEY_TOUCH_INTERVAL = dt.timedelta(seconds=60)
+# The ingest-health counters' bucket (IngestStat.hour holds its start).
+STAT_BUCKET_MINUTES = 5
 
 
 @dataclass
@@ -32,6 +34,7 @@ class IngestResult:
     duplicates: int = 0
     tool_calls: int = 0
     rejected: Counter = field(default_factory=Counter)  # reason -> spans
+    cuts: otlp.Cuts = field(default_factory=otlp.Cuts)  # limit -> values the input bounds cut (docs/contract/limits.md)
 
     @property
     def rejected_count(self) -> int:
@@ -111,17 +114,17 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
     # Partition DDL locks the parent table, so it runs before (outside) the write transaction;
     # new resources are stored before it too (storage.resource_ids says why).
     partitions.ensure_partitions(otlp.start_days(request, min_ns=oldest_ns, max_ns=now_ns + 86_400 * 10**9))
-    resources = otlp.request_resources(request, limits)
+    resources = otlp.request_resources(request, limits, cuts=result.cuts)
     resource_ids = storage.resource_ids(project.pk, resources, now)
 
     parents: dict[linking.Key, str] = {}
     agents: dict[linking.Key, str] = {}
     agentless: list[linking.Key] = []
     first_start_ns = None
-    with _gc_paused(), transaction.atomic():
+    with _gc_paused(), transaction.atomic(), storage.changed_buckets_marked_last():
         _bound_statement_time()
         slice_: list[SpanRecord] = []
-        for item in otlp.iter_spans(request, limits, now_ns=now_ns, resources=resources):
+        for item in otlp.iter_spans(request, limits, now_ns=now_ns, resources=resources, cuts=result.cuts):
             if isinstance(item, otlp.RejectedSpan):
                 result.rejected[item.reason] += item.count
                 continue
@@ -268,14 +271,18 @@ def _record_stats(project: Project, now: dt.datetime, result: IngestResult) -> N
         counts[(IngestStat.Outcome.DUPLICATE, "")] = result.duplicates
     for reason, count in result.rejected.items():
         counts[(IngestStat.Outcome.REJECTED, reason[:200])] += count
+    for limit, count in result.cuts.items():
+        counts[(IngestStat.Outcome.CUT, limit)] += count
     ingest_stats_add(project=project, now=now, counts=counts)
 
 
 def ingest_stats_add(*, project: Project, now: dt.datetime, counts: Counter) -> None:
-    """Add to the hourly ingest-health counters (an upsert, safe under concurrent requests)."""
+    """Add to the ingest-health counters of `now`'s five-minute bucket (an upsert, safe under
+    concurrent requests). The column is still called `hour`: readers sum the buckets of an hour
+    for long ranges, and ingest health draws short ranges at five minutes (dashboard/selectors/health.py)."""
     if not counts:
         return
-    hour = now.replace(minute=0, second=0, microsecond=0)
+    hour = now.replace(minute=now.minute - now.minute % STAT_BUCKET_MINUTES, second=0, microsecond=0)
     rows = sorted(counts.items())
     values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
     params = [value for (outcome, reason), count in rows for value in (project.pk, hour, outcome, reason, count)]
@@ -308,6 +315,7 @@ class LogsResult:
     tool_calls: int = 0  # tool-call rows made from agents' tool events
     reclassified: int = 0  # stored tool calls whose classification the records changed
     rejected: Counter = field(default_factory=Counter)  # reason -> log records
+    cuts: otlp.Cuts = field(default_factory=otlp.Cuts)  # limit -> values the input bounds cut
 
     @property
     def rejected_count(self) -> int:
@@ -340,13 +348,13 @@ def logs_ingest(*, project: Project, request, limits: IngestLimits, now: dt.date
 
     # Tool calls made from records go to the partitioned tool-call table: its days first.
     partitions.ensure_partitions(otlp.log_days(request, min_ns=oldest_ns, max_ns=now_ns + 86_400 * 10**9))
-    resources = otlp.log_resources(request, limits)
+    resources = otlp.log_resources(request, limits, cuts=result.cuts)
     resource_ids = storage.resource_ids(project.pk, resources, now)
 
-    with _gc_paused(), transaction.atomic():
+    with _gc_paused(), transaction.atomic(), storage.changed_buckets_marked_last():
         _bound_statement_time()
         slice_: list = []
-        for item in otlp.iter_log_records(request, limits, now_ns=now_ns, resources=resources):
+        for item in otlp.iter_log_records(request, limits, now_ns=now_ns, resources=resources, cuts=result.cuts):
             if isinstance(item, otlp.RejectedSpan):
                 result.rejected[item.reason] += item.count
                 continue
@@ -518,6 +526,8 @@ def _record_log_stats(project: Project, now: dt.datetime, result: LogsResult) ->
         counts[(IngestStat.Outcome.DUPLICATE, LOG_RECORDS)] = result.duplicates
     for reason, count in result.rejected.items():
         counts[(IngestStat.Outcome.REJECTED, f"{LOG_RECORDS}: {reason}"[:200])] += count
+    for limit, count in result.cuts.items():
+        counts[(IngestStat.Outcome.CUT, f"{LOG_RECORDS}: {limit}")] += count
     ingest_stats_add(project=project, now=now, counts=counts)
 
 

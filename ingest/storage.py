@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import orjson
 import psycopg
@@ -28,6 +30,7 @@ from django.db.models import JSONField, OuterRef, Subquery
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
+from ingest import log_events
 from ingest.log_events import LogRecordRecord
 from ingest.models import LogRecord, Resource, Span, ToolCall
 from ingest.records import ResourceRecord, SpanRecord, ToolCallRecord
@@ -343,29 +346,63 @@ def set_toolcall_agents(project_id: int, agents: dict[Key, str], since: dt.datet
 BUCKET_NS = 300 * 1_000_000_000  # the rollup job's unit (dashboard.rollups.BUCKET)
 
 
+_marks = threading.local()
+
+
 def mark_changed_buckets(project_id: int, buckets: set[int]) -> None:
     """Queue 5-minute buckets (as BUCKET_NS since the epoch) for the rollup job; already queued
-    ones stay once."""
+    ones stay once, and a bucket a rollup run has claimed meanwhile loses its claim, so it is
+    queued again for the calls that run may not have read (dashboard/rollups/refresh.py).
+
+    Inside `changed_buckets_marked_last` the buckets are gathered and marked when it ends."""
+    pending = getattr(_marks, "pending", None)
+    if pending is not None:
+        pending.setdefault(project_id, set()).update(buckets)
+        return
     if not buckets:
         return
     values = ", ".join(["(%s, %s)"] * len(buckets))
     params = [value for bucket in sorted(buckets) for value in (project_id, ns_to_datetime(bucket * BUCKET_NS))]
     with connection.cursor() as cursor:
+        # DO UPDATE, not DO NOTHING: it locks the queued row until this transaction commits,
+        # so a rollup run claiming meanwhile skips it (SKIP LOCKED) instead of reading the
+        # bucket without these calls and deleting its row; rows in sorted order, so two
+        # writers cannot deadlock here.
         cursor.execute(
             f"INSERT INTO ingest_changedbucket (project_id, bucket_start) VALUES {values} "
-            "ON CONFLICT (project_id, bucket_start) DO NOTHING",
+            "ON CONFLICT (project_id, bucket_start) DO UPDATE SET claimed_at = NULL, claimed_by = '' "
+            "WHERE ingest_changedbucket.claimed_at IS NOT NULL",
             params,
         )
+
+
+@contextmanager
+def changed_buckets_marked_last() -> Iterator[None]:
+    """Gather the buckets marked inside, and mark them in one statement as it ends (on
+    success): the last write of the ingest transaction it is entered in, so the queued rows
+    it locks are held for the commit only, not for the rest of the request."""
+    if getattr(_marks, "pending", None) is not None:  # nested: the outer one marks
+        yield
+        return
+    _marks.pending = {}
+    try:
+        yield
+        pending, _marks.pending = _marks.pending, None
+        for project_id, buckets in sorted(pending.items()):
+            mark_changed_buckets(project_id, buckets)
+    finally:
+        _marks.pending = None
 
 
 # --- log records (POST /v1/logs; docs/contract/logs.md) ----------------------------------------
 
 LOG_COLUMNS = (
-    "project_id", "time", "observed_time", "trace_id", "span_id", "severity_number", "severity_text",
+    "project_id", "time", "observed_time", "trace_id", "span_id", "session_trace_id", "severity_number", "severity_text",
     "event_name", "body", "attributes", "flags", "call_id", "resource_id", "scope_name", "scope_version",
     "digest", "received_at",
 )  # fmt: skip
 _LOG_W = _widths(LogRecord)
+_LOG_DIGEST = LOG_COLUMNS.index("digest")
 LogKey = tuple[dt.datetime, bytes]  # (time, digest): with the project, a stored record's unique key
 
 
@@ -375,7 +412,7 @@ def log_row(project_id: int, record: LogRecordRecord, resource_id: int, received
     return (
         project_id, ns_to_datetime(record.time_ns),
         ns_to_datetime(record.observed_ns) if record.observed_ns else None, record.trace_id, record.span_id,
-        record.severity_number, _fit(record.severity_text, w["severity_text"]), _fit(record.event_name, w["event_name"]),
+        log_events.session_trace_id(record), record.severity_number, _fit(record.severity_text, w["severity_text"]), _fit(record.event_name, w["event_name"]),
         record.body, record.attributes, record.flags, _fit(record.call_id, w["call_id"]), resource_id,
         _fit(record.scope_name, w["scope_name"]), _fit(record.scope_version, w["scope_version"]), record.digest,
         received_at,
@@ -391,7 +428,7 @@ def insert_log_records(rows: Sequence[tuple]) -> set[LogKey]:
     """
     unique: dict[LogKey, tuple] = {}
     for row in rows:
-        unique.setdefault((row[1], bytes(row[15])), row)
+        unique.setdefault((row[1], bytes(row[_LOG_DIGEST])), row)
     if not unique:
         return set()
     ordered = [unique[key] for key in sorted(unique)]
@@ -426,7 +463,7 @@ def _pg_insert_log_records(rows: list[tuple]) -> set[LogKey]:
 def _orm_insert_log_records(rows: list[tuple]) -> set[LogKey]:
     project_id = rows[0][0]
     existing: set[LogKey] = set()
-    digests = [row[15] for row in rows]
+    digests = [row[_LOG_DIGEST] for row in rows]
     for start in range(0, len(digests), 500):
         existing.update(
             (time, bytes(digest))
@@ -434,9 +471,9 @@ def _orm_insert_log_records(rows: list[tuple]) -> set[LogKey]:
                 project_id=project_id, digest__in=digests[start : start + 500]
             ).values_list("time", "digest")
         )
-    new_rows = [row for row in rows if (row[1], bytes(row[15])) not in existing]
+    new_rows = [row for row in rows if (row[1], bytes(row[_LOG_DIGEST])) not in existing]
     LogRecord.objects.bulk_create([LogRecord(**dict(zip(LOG_COLUMNS, row))) for row in new_rows], batch_size=500)
-    return {(row[1], bytes(row[15])) for row in new_rows}
+    return {(row[1], bytes(row[_LOG_DIGEST])) for row in new_rows}
 
 
 def datetime_to_ns(moment: dt.datetime) -> int:

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from ingest import otlp, services
+from ingest import admission, otlp, services, throttle
 from ingest.limits import IngestLimits
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class Signal:
 
     noun: str  # in the 405 message: "POST OTLP/HTTP <noun> here"
     items: str  # what a request carries, in the 413 message
-    decode: Callable[[bytes, str], object]  # (body, media) -> export request; raises otlp.OtlpError
+    decode: Callable[[bytes, str, IngestLimits], object]  # (body, media, limits) -> export request; raises otlp.OtlpError
     count: Callable[[object], int]
     limit: Callable[[IngestLimits], int] | None  # items allowed per request (None: no limit of its own)
 
@@ -115,6 +115,9 @@ def _receive(request: HttpRequest, signal: Signal) -> Received | HttpResponse:
     if request.method != "POST":
         return _error(media, 405, f"method {request.method} not allowed; POST OTLP/HTTP {signal.noun} here", Allow="POST")
 
+    if wait := admission.refusal_wait(request.META):  # too many connections waiting: shed before any work
+        _drain(request)
+        return _error(media, 503, admission.refusal_message(), Retry_After=str(wait))
     try:
         key = services.api_key_authenticate(
             request.META.get("HTTP_AUTHORIZATION", ""), project_slug=request.META.get("HTTP_X_TOOLWATCH_PROJECT", "")
@@ -132,7 +135,7 @@ def _receive(request: HttpRequest, signal: Signal) -> Received | HttpResponse:
     try:
         body = read_body(request, limits.max_body_bytes)
         body = otlp.decompress(body, request.META.get("HTTP_CONTENT_ENCODING", ""), limits.max_decompressed_bytes)
-        export_request = signal.decode(body, media)
+        export_request = signal.decode(body, media, limits)  # limits.max_json_values: refused before parsing
         del body  # the decoded message holds what is needed; free the bytes before the heavy part
         count = signal.count(export_request)
         if signal.limit is not None and count > signal.limit(limits):
@@ -143,6 +146,9 @@ def _receive(request: HttpRequest, signal: Signal) -> Received | HttpResponse:
         if isinstance(exc, otlp.OtlpError):
             return _answer(media, exc.http_status, otlp.error_body(media, exc))  # names the JSON field too
         return _error(media, exc.http_status, exc.message)
+    if wait := throttle.ingest_wait(key_id=key.pk, cost=count):  # OTLP throttling: 429 + Retry-After
+        _count_refusal(project, 429)
+        return _error(media, 429, throttle.refusal_message(wait), Retry_After=str(wait))
     return Received(media, key, export_request, count, limits)
 
 
@@ -215,6 +221,15 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return _Dropped(received.count)
 
     return _store(received, write, otlp.metrics_partial_success_body)
+
+
+def _drain(request: HttpRequest) -> None:
+    """Read the body of a request refused before its body: a worker that closes the connection
+    with unread bytes makes the kernel reset it, and the sender sees a reset, not the answer."""
+    try:
+        read_body(request, settings.INGEST_LIMITS.max_body_bytes)
+    except (BodyError, OSError):
+        pass
 
 
 def _unavailable(media: str) -> HttpResponse:

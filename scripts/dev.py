@@ -11,13 +11,15 @@ The database is DATABASE_URL, or a SQLite file under ./var by default.
 (`manage.py grpcserver`, on TOOLWATCH_OTLP_GRPC_PORT, 4317 by default), the Celery worker
 with its beat, and a live demo sender (`manage.py simulate --live`) that posts the demo
 fleet's traffic to the web server over OTLP/HTTP every few seconds, with a key the
-quickstart keeps in var/demo-live.key. DEMO_TRAFFIC=0 leaves the sender out.
+quickstart keeps in var/demo-live.key. DEMO_TRAFFIC=0 leaves the sender out. Unless
+SECRET_KEY is set, they share the checkout's own key, made on first run in var/secret-key.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -53,13 +55,30 @@ def ensure_venv(extras: str) -> None:
     stamp.write_text(f"{project};{extras}")
 
 
+def quickstart_secret_key() -> str:
+    """This checkout's own SECRET_KEY, made on first run and kept in var/secret-key (never in
+    git: var/ is ignored), so the Quickstart runs with DEBUG off too and sessions survive a restart."""
+    path = ROOT / "var" / "secret-key"
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        # Created readable by its owner only, before the key is written into it.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(secrets.token_urlsafe(50) + "\n")
+    key = path.read_text().strip()
+    if len(key) < 50:
+        sys.exit(f"{path} holds no usable SECRET_KEY (under 50 characters): delete it to have a new one made")
+    return key
+
+
 def manage(*args: str) -> None:
     _run(str(PYTHON), "manage.py", *args)
 
 
 def run() -> None:
     ensure_venv("")  # the app alone: the test tools (pytest, playwright, …) come with `test`
-    os.environ.setdefault("DEBUG", "1")
+    # DEBUG off, as deployed: real 404 and 500 pages, no debug page; the checkout's own key below.
+    os.environ.setdefault("SECRET_KEY", quickstart_secret_key())
     manage("migrate", "--no-input", "-v", "0")
     manage("collectstatic", "--no-input", "-v", "0")
     live_key = ROOT / "var" / "demo-live.key"

@@ -7,6 +7,7 @@ TOOLWATCH_REQUIRE_SERVICES=1, which turns every such skip into a failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -59,6 +60,31 @@ def _fast_password_hasher():
 
     with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _unhashed_static_names():
+    """Static files under their own names: the tests' servers find them with the staticfiles
+    finders, and the manifest of hashed names exists only after collectstatic. The hashed,
+    compressed, year-cached files are tested against a real collectstatic and server
+    (tests/test_static_files.py)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    storages = {**settings.STORAGES, "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"}}
+    with override_settings(STORAGES=storages):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """An empty cache for each test: API throttle counts and ingest buckets (kept there) must
+    not carry over from test to test, where user ids repeat. Tests of the throttles set tiny
+    rates themselves (tests/test_throttles.py)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
 
 
 # --- the cast -------------------------------------------------------------------------------
@@ -117,3 +143,41 @@ def member_client(client, project, member):
     """`client`, logged in as a plain member of `project`."""
     client.force_login(member)
     return client
+
+
+# --- the app on a real server -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def served_app():
+    """The whole app served by waitress (it reads chunked bodies, as production's servers do) on a
+    free loopback port: yields (base URL, server), the server so a test can stop it early. Needs
+    a transactional database (the server's threads see committed data only)."""
+    import datetime as dt
+    import threading
+
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.db import connection
+    from waitress.server import create_server
+
+    from ingest import partitions
+
+    partitions.forget_cache()
+    server = create_server(WSGIHandler(), host="127.0.0.1", port=0, threads=2, clear_untrusted_proxy_headers=True)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.effective_port}", server
+    finally:
+        server.close()
+        thread.join(timeout=5)
+        if connection.vendor == "postgresql":
+            # The server's threads hold their own connections; the test database must be droppable.
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+        # Day partitions the server made outlive the transactional test's flush.
+        partitions.drop_partitions_before(dt.date(9999, 1, 1))
+        partitions.forget_cache()

@@ -78,7 +78,7 @@ def test_metrics_from_loopback_without_token_holds_the_fixtures(client):
     channel = AlertChannel.objects.create(project=project, kind="webhook", name="hook", target="https://x.invalid/")
     alert = Alert.objects.create(project=project, tool="search", kind="error_rate", opened_at=now, last_seen_at=now)
     Delivery.objects.create(alert=alert, channel=channel, event="opened", status="failed")
-    Delivery.objects.create(alert=alert, channel=channel, event="opened", status="sent")
+    Delivery.objects.create(alert=alert, channel=channel, event="resolved", status="sent")
 
     response = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
     assert response.status_code == 200

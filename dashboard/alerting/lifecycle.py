@@ -76,6 +76,7 @@ def alert_apply_finding(
                     last_seen_at=now,
                     summary=summary,
                     evidence=evidence,
+                    opening_evidence=evidence,  # kept as it was (docs/contract/drift-and-alerts.md#evidence)
                     muted_until=_inherited_mute(project=project, tool=tool, kind=kind, now=now),
                 )
         except IntegrityError:
@@ -87,6 +88,20 @@ def alert_apply_finding(
             return alert
         _queue_deliveries(alert, event=Delivery.Event.OPENED, now=now)
         return alert
+
+
+def alert_record_past(
+    *, project, tool: str, kind: str, opened_at: datetime, resolved_at: datetime, evidence: dict, summary: str
+) -> Alert:
+    """Record an alert that opened and resolved in the past (a range evaluation of backfilled
+    hours, dashboard/alerting/evaluation.py): resolved automatically, with no notices, since
+    it is over. The caller has checked that no alert of the condition covers that time."""
+    evidence = _json_object(evidence)
+    return Alert.objects.create(
+        project=project, tool=tool, kind=kind, status=Status.RESOLVED, opened_at=opened_at, last_seen_at=resolved_at,
+        resolved_at=resolved_at, resolved_by=Alert.RESOLVED_AUTOMATICALLY, summary=summary, evidence=evidence,
+        opening_evidence=evidence,
+    )  # fmt: skip
 
 
 def alert_acknowledge(*, alert: Alert, user, now: datetime) -> Alert:
@@ -145,10 +160,15 @@ def _queue_deliveries(alert: Alert, *, event: str, now: datetime) -> list[Delive
     """One delivery per active channel of the project; pending ones are sent after commit.
 
     Deliveries that cannot go out (muted alert, failing channel) are written as skipped,
-    with the reason: the log answers "why was I not told?".
+    with the reason: the log answers "why was I not told?". One delivery per (alert, channel,
+    event), however often this is reached: every caller holds the alert's row lock (the
+    transition's UPDATE or select_for_update), so the check below cannot race.
     """
     deliveries = []
+    queued = set(Delivery.objects.filter(alert=alert, event=event).values_list("channel_id", flat=True))
     for channel in AlertChannel.objects.filter(project_id=alert.project_id, is_active=True).order_by("id"):
+        if channel.id in queued:
+            continue
         if alert.is_muted(now):
             status, reason = Delivery.Status.SKIPPED, f"alert muted until {alert.muted_until.isoformat()}"
         elif channel.failing_since is not None:

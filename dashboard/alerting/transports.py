@@ -3,9 +3,9 @@
 Contract:
 - `transport_for(channel).notify(notice)` sends synchronously and returns the response
   code (HTTP status; None for email), or raises `TransportError`. Its `permanent` says
-  whether trying again can help: a 4xx other than 408/429, a redirect, a bad target or a
-  5xx SMTP reply is permanent; a 5xx, 408, 429, a timeout, a refused or dropped connection
-  or a 4xx SMTP reply is transient. Retrying is the caller's business (dashboard.alerting.delivery).
+  whether trying again can help: a 4xx other than 408/429, a redirect, a bad or refused
+  target or a 5xx SMTP reply is permanent; a 5xx, 408, 429, a timeout, a refused or dropped
+  connection, a name that does not resolve or a 4xx SMTP reply is transient. Retrying is the caller's business (dashboard.alerting.delivery).
 - Every untrusted string (tool names, summaries, project names, evidence) is safe in every
   format: JSON by construction, Slack mrkdwn escaped (&, <, >) and length-capped, email
   plain text with a subject stripped of control characters.
@@ -13,22 +13,30 @@ Contract:
   keyed with the channel secret>`. The timestamp is *inside* the body (`timestamp`), so the
   signature covers it; the `X-Toolwatch-Timestamp` header repeats it for a cheap early
   check and is not itself signed. `verify_signature` is what a receiver runs.
-- No new HTTP dependency: `urllib.request` with a short timeout, redirects not followed
-  (a redirected POST would silently become a GET), http(s) targets only (urllib would
-  otherwise read `file:` URLs).
+- No new HTTP dependency: `http.client`, with a short timeout, to http(s) targets only.
+  The host is resolved once and every address vetted (dashboard/alerting/targets.py); the
+  connection goes to a vetted address, with the name in the Host header and, for https,
+  in SNI and the certificate check (docs/alerts.md#allowed-targets). No redirect is
+  followed: a 3xx is a permanent error (a redirected POST would silently become a GET, and
+  the new location would escape the vetting).
+- What a failed send reports is ours: the status code and its standard reason phrase, or
+  our own words. A receiver's body is never read into a message, so an internal reply can
+  never reach the delivery log.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import http
 import http.client
 import json
 import re
 import smtplib
-import urllib.error
-import urllib.parse
-import urllib.request
+import socket
+import ssl
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -36,8 +44,17 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMessage, get_connection
 from django.core.validators import validate_email
+from django.urls import reverse
 
-from dashboard.alerting.targets import clean_target_url
+from dashboard.alerting.targets import (
+    ResolvedTarget,
+    Resolver,
+    TargetError,
+    TargetRefused,
+    TargetUnresolved,
+    target_parse,
+    target_resolve,
+)
 
 # Seconds to wait for a receiver (connect, then each read). Tests lower it.
 HTTP_TIMEOUT_SECONDS = 5.0
@@ -48,8 +65,9 @@ TIMESTAMP_HEADER = "X-Toolwatch-Timestamp"
 EVENT_HEADER = "X-Toolwatch-Event"
 DELIVERY_HEADER = "X-Toolwatch-Delivery"
 USER_AGENT = "Toolwatch-Alerts/1"
-# Bytes of an error answer kept in the message (Slack explains itself there: "no_service").
-ERROR_BODY_BYTES = 200
+# Addresses of one name tried in turn when connecting fails: each may cost a timeout, and
+# the whole send must stay well inside the delivery's 5-minute claim lease.
+MAX_CONNECT_ADDRESSES = 3
 
 KIND_LABELS = {
     "retry_rise_flat_error": "Retry rate up, error rate flat",
@@ -119,8 +137,16 @@ def notice_build(*, delivery, now: datetime) -> Notice:
         project_slug=project.slug,
         project_name=project.name,
         channel_name=delivery.channel.name,
-        alert=alert_fields(delivery.alert) if delivery.alert_id else None,
+        alert={**alert_fields(delivery.alert), "url": alert_url(project.slug, delivery.alert_id)}
+        if delivery.alert_id
+        else None,
     )
+
+
+def alert_url(project_slug: str, alert_id: int) -> str:
+    """The alert page's absolute URL under settings.TOOLWATCH_BASE_URL (its path alone when that is unset)."""
+    path = reverse("alert", args=[project_slug, alert_id])
+    return f"{settings.TOOLWATCH_BASE_URL}{path}" if getattr(settings, "TOOLWATCH_BASE_URL", "") else path
 
 
 def headline(notice: Notice) -> str:
@@ -169,74 +195,116 @@ def verify_signature(secret: str, body: bytes, header: str | None) -> bool:
     return hmac.compare_digest(expected, header.strip().encode("utf-8", "replace"))
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None  # urllib then raises HTTPError with the 3xx code
+@functools.cache
+def _default_ssl_context() -> ssl.SSLContext:
+    return ssl.create_default_context()  # the system's CAs, hostname checked
 
 
-_opener = urllib.request.build_opener(_NoRedirects)
+def _connect_pinned(addresses: tuple[str, ...], port: int, timeout: float) -> socket.socket:
+    """A TCP connection to the first of `addresses` that answers: IP addresses only, no DNS."""
+    last: OSError | None = None
+    for address in addresses[:MAX_CONNECT_ADDRESSES]:
+        # AI_NUMERICHOST: a literal is parsed (an IPv6 zone id too), never looked up.
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(
+            address, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(sockaddr)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError as exc:
+            sock.close()
+            last = exc
+    raise last or OSError("no address to connect to")
 
 
-def _error_detail(exc: urllib.error.HTTPError) -> str:
+class PinnedHTTPConnection(http.client.HTTPConnection):
+    """An HTTP connection to addresses vetted beforehand. `host` stays the name (it is the
+    Host header); `connect` never resolves it again."""
+
+    def __init__(self, target: ResolvedTarget, *, timeout: float):
+        super().__init__(target.url.host, target.url.port, timeout=timeout)
+        self.addresses = target.addresses
+
+    def connect(self):
+        sys.audit("http.client.connect", self, self.host, self.port)
+        self.sock = _connect_pinned(self.addresses, self.port, self.timeout)
+
+
+class PinnedHTTPSConnection(PinnedHTTPConnection):
+    """The same over TLS: SNI and the certificate check use the name, not the address."""
+
+    default_port = http.client.HTTPS_PORT
+
+    def __init__(self, target: ResolvedTarget, *, timeout: float, context: ssl.SSLContext):
+        super().__init__(target, timeout=timeout)
+        self.context = context
+
+    def connect(self):
+        super().connect()
+        self.sock = self.context.wrap_socket(self.sock, server_hostname=self.host)
+
+
+def status_text(code: int, reason: str = "") -> str:
+    """ "HTTP 404 Not Found": the standard phrase of the code; a nonstandard code keeps the
+    receiver's phrase, cut to 60 printable ASCII characters (it is all we show of the answer)."""
     try:
-        text = exc.read(ERROR_BODY_BYTES).decode("utf-8", "replace")
-    except Exception:  # the body is a courtesy; a broken one must not mask the status
-        text = ""
-    finally:
-        exc.close()
-    text = " ".join(text.split())
-    return f": {text}" if text else ""
+        phrase = http.HTTPStatus(code).phrase
+    except ValueError:
+        phrase = "".join(ch for ch in reason if " " <= ch <= "~")[:60].strip()
+    return f"HTTP {code} {phrase}".rstrip()
 
 
-def http_post(url: str, body: bytes, headers: dict[str, str]) -> int:
-    """POST and return the 2xx status, or raise TransportError (permanent or not)."""
+def http_post(url: str, body: bytes, headers: dict[str, str], *, resolver: Resolver | None = None,
+              ssl_context: ssl.SSLContext | None = None) -> int:  # fmt: skip
+    """POST to the vetted address of `url` and return the 2xx status, or raise TransportError.
+
+    `resolver` (host, port) -> addresses replaces DNS (dashboard.alerting.targets.resolve_host);
+    `ssl_context` replaces the system trust store. Both exist for tests.
+    """
     # Never echo the URL in an error: a Slack webhook URL is a credential.
     try:
-        parts = urllib.parse.urlsplit(url.strip())
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-        request = urllib.request.Request(
-            url.strip(), data=body, method="POST", headers={"User-Agent": USER_AGENT, **headers}
-        )
-    except ValueError:
-        raise TransportError("the target is not a valid URL", True) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TransportError("the target is not an http(s) URL", True)
-    _refuse_private_target(url)
+        target = target_resolve(target_parse(url), resolver=resolver)
+    except TargetRefused as exc:
+        raise TransportError(f"refused: {exc.reason}", True) from None
+    except TargetUnresolved as exc:  # DNS may answer on the next try
+        raise TransportError(exc.message, False) from None
+    except TargetError as exc:
+        raise TransportError(f"not a usable target: {exc.message}", True) from None
     timeout = HTTP_TIMEOUT_SECONDS
+    if target.url.scheme == "https":
+        connection = PinnedHTTPSConnection(target, timeout=timeout, context=ssl_context or _default_ssl_context())
+    else:
+        connection = PinnedHTTPConnection(target, timeout=timeout)
     try:
-        with _opener.open(request, timeout=timeout) as response:
-            response.read(ERROR_BODY_BYTES)  # the answer's body does not matter
-            return response.status
-    except urllib.error.HTTPError as exc:
-        code = exc.code
-        detail = _error_detail(exc)
-        if 300 <= code < 400:
-            message = f"HTTP {code}: redirects are not followed, use the final URL"
-            raise TransportError(message, True, response_code=code) from None
-        permanent = 400 <= code < 500 and code not in (408, 429)
-        raise TransportError(f"HTTP {code}{detail}", permanent, response_code=code) from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, TimeoutError):
-            raise TransportError(f"timed out after {timeout:g} s", False) from None
-        raise TransportError(f"connection failed: {exc.reason}", False) from None
-    except TimeoutError:  # raised by a read, not wrapped in URLError
+        connection.request("POST", target.url.path, body=body, headers={"User-Agent": USER_AGENT, **headers})
+        response = connection.getresponse()
+        code, reason = response.status, response.reason  # the body is never read
+    except TimeoutError:
         raise TransportError(f"timed out after {timeout:g} s", False) from None
+    except ssl.SSLCertVerificationError as exc:
+        why = exc.verify_message or exc.reason or "certificate verify failed"
+        raise TransportError(f"TLS certificate of '{target.url.host}' not accepted: {why}", False) from None
+    except ssl.SSLError as exc:
+        raise TransportError(f"TLS failed: {exc.reason or exc.__class__.__name__}", False) from None
     except http.client.InvalidURL:
-        raise TransportError("the target is not a valid URL", True) from None
-    except (http.client.HTTPException, OSError) as exc:  # dropped connection, garbled answer
+        raise TransportError("not a usable target: not a valid URL", True) from None
+    except http.client.HTTPException as exc:
+        # The class only: BadStatusLine and LineTooLong carry the receiver's bytes.
+        raise TransportError(f"connection failed: not an HTTP answer ({exc.__class__.__name__})", False) from None
+    except OSError as exc:  # refused, reset, unreachable: the errno text is ours
         raise TransportError(f"connection failed: {exc.__class__.__name__}: {exc}", False) from None
-
-
-def _refuse_private_target(url: str) -> None:
-    """Check the address again at send time: a name checked when the channel was saved may
-    resolve somewhere internal by now (SSRF). Off with TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS."""
-    if getattr(settings, "TOOLWATCH_ALLOW_PRIVATE_ALERT_TARGETS", False):
-        return
-    try:
-        clean_target_url(url, allow_private=False)
-    except ValidationError as exc:
-        reason = " ".join(message for messages in exc.message_dict.values() for message in messages)
-        raise TransportError(f"refused: {reason}", True) from None
+    finally:
+        connection.close()
+    if 200 <= code < 300:
+        return code
+    if 300 <= code < 400:
+        message = f"{status_text(code, reason)}: redirect not followed, point the channel at the final URL"
+        raise TransportError(message, True, response_code=code)
+    permanent = 400 <= code < 500 and code not in (408, 429)
+    raise TransportError(status_text(code, reason), permanent, response_code=code)
 
 
 # --- slack -----------------------------------------------------------------------------
@@ -274,6 +342,8 @@ def slack_payload(notice: Notice) -> dict:
         }
     a = notice.alert
     lines = [f"*{title}*", slack_escape(a["summary"], 1800), slack_escape(resolution(notice), 300)]
+    if a.get("url", "").startswith(("https://", "http://")):
+        lines.append(f"<{slack_escape(a['url'], 900)}|Open alert #{a['id']}>")
     fields = [
         ("Tool", a["tool"]),
         ("Kind", a["kind_label"]),
@@ -303,7 +373,14 @@ def slack_payload(notice: Notice) -> dict:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
 
 
+# A test send goes to any address an owner types: its subject is ours alone, never a name
+# they chose (channel or project), so a test cannot carry a message of theirs in the subject.
+TEST_EMAIL_SUBJECT = "[Toolwatch] Test message"
+
+
 def email_subject(notice: Notice) -> str:
+    if notice.alert is None:
+        return TEST_EMAIL_SUBJECT
     # A newline in a header is an injection (and Django refuses it): flatten to spaces.
     return _CONTROL.sub(" ", f"[Toolwatch] {headline(notice)}")[:200]
 
@@ -317,6 +394,8 @@ def email_body(notice: Notice) -> str:
         lines += [a["summary"], ""]
     if notice.event == "resolved":
         lines += [resolution(notice), ""]
+    if a.get("url"):
+        lines += [f"Alert page: {a['url']}", ""]
     lines += [
         f"Project:   {notice.project_name} ({notice.project_slug})",
         f"Tool:      {a['tool']}",

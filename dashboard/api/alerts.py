@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from dashboard.alerting.lifecycle import MAX_MUTE, alert_user_acknowledge, alert_user_mute, alert_user_resolve
 from dashboard.api.base import ProjectScopedMixin
+from dashboard.api.query import RANGE
 from dashboard.models import Alert
 from dashboard.selectors.alerts import (
     ALERT_KINDS,
@@ -154,6 +155,7 @@ def _labelled(alert: Alert) -> Alert:
 
 
 class AlertListApi(ProjectScopedMixin, APIView):
+    query_parameters = {"status": str, "kind": str, "tool": str}
     """Filters: status, kind, tool (exact). A bad filter value is a 400 naming it."""
 
     @extend_schema(
@@ -263,6 +265,8 @@ class AlertMuteApi(_AlertActionApi):
 
 class IngestHealthApi(ProjectScopedMixin, APIView):
     """Counts come from hourly counters: the range is widened to whole hours. A bad range is a 400 naming it."""
+
+    query_parameters = RANGE
 
     @extend_schema(
         operation_id="ingest_health",

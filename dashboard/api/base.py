@@ -6,6 +6,7 @@ from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
 from dashboard import scoping, timerange
+from dashboard.api.query import query_parameters_check
 from ingest.models import Project
 
 
@@ -13,6 +14,14 @@ class ProjectScopedMixin:
     """`self.project`: the URL's project if the caller is a member; 404 otherwise (never 403, never data)."""
 
     _project: Project | None = None
+    # The query parameters a GET reads ({name: str | int}); any other is a 400 naming it (dashboard/api/query.py).
+    query_parameters: dict = {}
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if request.method in ("GET", "HEAD"):
+            self.project  # an outsider gets 404 before any 400 says a word about parameters
+            query_parameters_check(request.query_params, self.query_parameters)
 
     @property
     def project(self) -> Project:

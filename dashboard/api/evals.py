@@ -8,6 +8,7 @@ The runner's two operations (the export, a run's POST) are versioned: the runner
 REST contract it speaks in `X-Toolwatch-Runner-Contract` (none: 1, as runners before the
 header), a version this server does not support is a 400 naming the header and the ones it
 does, and every answer of those operations lists them in the same header (docs/runner.md).
+They are the two a token with only the `runs` scope may call (docs/runner.md#the-token).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from rest_framework.response import Response
 
 from dashboard.api import eval_serializers as s
 from dashboard.api.base import ProjectScopedMixin
+from dashboard.api.query import CASE_QUERY
+from dashboard.tokens import READ, RUNS
 from dashboard.views.evals import jsonl_response  # the page's download answers the same way
 from evals import exporters, selectors, services
 from evals.models import EvalCase
@@ -131,6 +134,8 @@ def _call(function, *args, **kwargs):
 
 
 class CaseListCreate(EvalView):
+    query_parameters = CASE_QUERY
+
     @extend_schema(
         operation_id="eval_cases_list", parameters=CASE_FILTERS, responses=s.CaseSerializer(many=True),
         summary="Eval cases, newest first, with their last result and recurrence",
@@ -226,6 +231,9 @@ class _IgnoreAccept(BaseContentNegotiation):
 class CaseExport(RunnerContractMixin, EvalView):
     content_negotiation_class = _IgnoreAccept
     runner_contract_methods = frozenset({"GET", "HEAD"})
+    query_parameters = CASE_QUERY
+    # The runner reads the cases with a `runs` token; as every GET, `read` opens it too (dashboard/tokens.py).
+    token_scopes = {"GET": (RUNS, READ), "HEAD": (RUNS, READ)}
 
     @extend_schema(
         operation_id="eval_cases_export",
@@ -253,6 +261,8 @@ class CaseExport(RunnerContractMixin, EvalView):
 
 class RunListCreate(RunnerContractMixin, EvalView):
     runner_contract_methods = frozenset({"POST"})
+    # Posting a run is the `runs` scope's own write (not `admin`): the CI runner's token needs nothing more.
+    token_scopes = {"POST": (RUNS,)}
 
     @extend_schema(operation_id="eval_runs_list", responses=s.RunSerializer(many=True), summary="Eval runs, newest first")
     def get(self, request, project):

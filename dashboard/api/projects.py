@@ -8,8 +8,8 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import generics, serializers
 
 from dashboard.api.base import ProjectScopedMixin
+from dashboard.api.query import query_parameters_check
 from ingest.models import Project
-
 
 ERROR_DETAIL = inline_serializer("ApiErrorDetail", {"detail": serializers.CharField()})
 NOT_FOUND = OpenApiResponse(
@@ -50,6 +50,7 @@ class ProjectList(generics.ListAPIView):
         responses={200: ProjectSerializer(many=True), 401: UNAUTHORIZED},
     )
     def get(self, request, *args, **kwargs):
+        query_parameters_check(request.query_params, {})  # `page` only (dashboard/api/query.py)
         return super().get(request, *args, **kwargs)
 
 

@@ -2,7 +2,8 @@
 
 Every route is under /api/v1/projects/<slug>/ and scoped like the pages: an outsider
 gets 404, a member may read (channel targets masked, no secrets), only owners (and
-superusers) change anything (403 otherwise). Bad input is a 400 naming the field. A new
+superusers) change anything (403 otherwise), and a token changes anything only with its
+`admin` scope (dashboard/api/auth.py, HasScope). Bad input is a 400 naming the field. A new
 key's plain value and a webhook's signing secret are in the answer that made them, once.
 """
 
@@ -15,7 +16,7 @@ from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied, Throttled, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -25,6 +26,7 @@ from dashboard.alerting.delivery import channel_reenable
 from dashboard.api.base import ProjectScopedMixin
 from dashboard.models import AlertChannel
 from dashboard.scoping import is_owner
+from dashboard.throttles import channel_test_refusal, channel_test_wait
 from ingest.models import ApiKey
 from ingest.services import api_key_revoke
 
@@ -53,6 +55,7 @@ _ERRORS = {
     400: OpenApiResponse(description="Bad input: `{field: [message]}`."),
     403: OpenApiResponse(description="Not an owner of the project."),
     404: OpenApiResponse(description="No such project (or not one of yours)."),
+    429: OpenApiResponse(description="Too many test sends: `detail` says the limit; Retry-After, the seconds to wait."),
 }
 
 
@@ -263,11 +266,14 @@ class ChannelView(_SettingsView):
 class ChannelTestView(_SettingsView):
     @extend_schema(
         tags=TAGS, summary="Send a test message now (owners) and say how it went", request=None,
-        responses=_responses({200: ChannelTestOut}, 403, 404),
+        responses=_responses({200: ChannelTestOut}, 403, 404, 429),
     )  # fmt: skip
     def post(self, request, project, pk):
         self.require_owner()
-        ok, message = ps.channel_test(channel=self.channel(pk), now=timezone.now())
+        channel = self.channel(pk)
+        if (wait := channel_test_wait(request)) is not None:  # one budget per user with the settings page
+            raise Throttled(wait=wait, detail=channel_test_refusal(wait))
+        ok, message = ps.channel_test(channel=channel, now=timezone.now())
         return Response({"ok": ok, "message": message})
 
 
@@ -328,6 +334,8 @@ TOOL_QUERY = OpenApiParameter(
 
 
 class ThresholdsView(_SettingsView):
+    query_parameters = {"tool": str}
+
     @extend_schema(
         tags=TAGS, summary="Drift thresholds: defaults, overrides and effective values",
         parameters=[TOOL_QUERY], responses=_responses({200: ThresholdsOut}, 404),

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dashboard.api.base import ProjectScopedMixin
+from dashboard.api.query import RANGED
 from dashboard.selectors.tools import (
     DEFAULT_SORT,
     MAX_SERIES_POINTS,
@@ -121,6 +122,8 @@ class ToolsPagination(PageNumberPagination):
 
 
 class ToolList(ProjectScopedMixin, APIView):
+    query_parameters = {**RANGED, "sort": str}
+
     @extend_schema(
         operation_id="tools_list",
         summary="The tools table",
@@ -159,6 +162,8 @@ class ToolList(ProjectScopedMixin, APIView):
 
 
 class ToolSeries(ProjectScopedMixin, APIView):
+    query_parameters = {**RANGED, "step": int}
+
     @extend_schema(
         operation_id="tools_series",
         summary="One tool's series",
@@ -195,6 +200,8 @@ class ToolSeries(ProjectScopedMixin, APIView):
 
 
 class ProjectSummary(ProjectScopedMixin, APIView):
+    query_parameters = RANGED
+
     @extend_schema(
         operation_id="projects_summary",
         summary="The project's totals",

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from dashboard import waterfall
 from dashboard.api.base import ProjectScopedMixin
+from dashboard.api.query import RANGED
 from dashboard.selectors import calls as call_selectors
 from dashboard.selectors import logs as log_selectors
 from dashboard.selectors import traces as trace_selectors
@@ -151,6 +152,11 @@ FILTER_PARAMETERS = [
 
 
 class ToolCallListView(ProjectScopedMixin, APIView):
+    query_parameters = {
+        **RANGED, **{name: str for name in trace_selectors.FILTER_PARAMS.values()}, "before": str, "after": str,
+        "limit": int,
+    }  # fmt: skip
+
     @extend_schema(
         operation_id="tool_calls_list",
         summary="Tool calls, newest first, filtered; keyset pages",

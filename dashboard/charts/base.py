@@ -46,11 +46,28 @@ def base_layout(**overrides) -> dict:
         "plot_bgcolor": "rgba(0,0,0,0)",
         "hovermode": "x unified",
         "legend": {"orientation": "h", "y": -0.2},
-        "xaxis": {"type": "date", "gridcolor": "#eef0f3"},
-        "yaxis": {"gridcolor": "#eef0f3", "rangemode": "tozero"},
+        # automargin: the margin grows to fit the ticks, so rotated dates and wide numbers are never clipped.
+        "xaxis": {"type": "date", "gridcolor": "#eef0f3", "automargin": True},
+        "yaxis": {"gridcolor": "#eef0f3", "rangemode": "tozero", "automargin": True},
     }
     layout.update(overrides)
+    for name, axis in layout.items():
+        if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+            axis.setdefault("automargin", True)
     return layout
+
+
+def segments(values: list) -> list[range]:
+    """The runs of consecutive indices whose value is not None: a band is filled per run, so
+    no fill is drawn across a gap (Plotly's `tonexty` would join the runs with a wedge)."""
+    runs, begin = [], None
+    for index, value in enumerate([*values, None]):
+        if value is not None and begin is None:
+            begin = index
+        elif value is None and begin is not None:
+            runs.append(range(begin, index))
+            begin = None
+    return runs
 
 
 def iso(moment) -> str:

@@ -9,18 +9,34 @@ transaction. Recomputing instead of incrementing makes a rerun, a late span or a
 harmless: the rows come out the same. On PostgreSQL an advisory lock keeps two runs off
 the same project, and the work is done in SQL (dashboard/rollups/sql.py), 5 minutes at a
 time within the fine horizon; on SQLite it is done in Python (dashboard/rollups/python_path.py),
-the reference the SQL path is tested against."""
+the reference the SQL path is tested against.
+
+Crash safety: a claim is a lease, never a delete. The run marks the due rows claimed (its
+`claimed_at`, `claimed_by`) and commits; once every rollup row is written it deletes the
+rows that still bear its claim. A worker killed in between (SIGKILL, the OOM killer, a
+Celery hard time limit) leaves them claimed, and a later run takes them over: on
+PostgreSQL at once, since a run takes claims only while it holds the project's advisory
+lock, so a claim found by the next holder is a dead run's; on SQLite once the claim is
+older than settings.ROLLUP_CLAIM_LEASE_SECONDS (longer than the task's hard time limit).
+Ingest marking a claimed bucket again clears its claim (ingest.storage.mark_changed_buckets),
+so the claimant's delete leaves it queued for the calls it may not have read; and a bucket
+row that an ingest transaction has marked but not committed is skipped by the claim (SKIP
+LOCKED): its new calls are not visible yet."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
+import socket
 from concurrent.futures import ThreadPoolExecutor
 
-from django.db import connection, connections
-from django.db.models import Sum
+from django.conf import settings
+from django.db import connection, connections, transaction
+from django.db.models import Q, Sum
 from django.utils import timezone
 
+from dashboard.feed.snapshot import tool_health_after_rollups
 from dashboard.models import RolledUpBucket, ToolRollup, ToolRollupTotal
 from dashboard.rollups import sql
 from dashboard.rollups.python_path import recompute_in_python
@@ -42,7 +58,11 @@ OPEN_BUCKET_CALLS = 50_000
 # rolled up every LATE_EVERY minutes, all together, instead of every minute: under steady
 # late traffic most of the last two days' buckets change every minute.
 LATE_AFTER = dt.timedelta(hours=2)
-LATE_EVERY = dt.timedelta(minutes=10)
+# Late buckets recomputed per run at most: a day of 5-minute buckets, a few minutes' work even
+# for a busy project (docs/benchmarks.md: the rollups of 10 M calls take ~14 min), well under
+# the task's soft time limit; the rest wait, queued, for the next runs.
+BACKLOG_BUCKETS_PER_RUN = 288
+LATE_EVERY = dt.timedelta(minutes=settings.ROLLUP_LATE_EVERY_MINUTES)  # 10 by default
 # A range holding more calls than PARALLEL_CALLS (a busy project's settled bucket) is
 # recomputed on RANGE_WORKERS connections at once, its tools shared out between them: a
 # tool's rows depend on its own calls only, and PostgreSQL runs each connection on its own core.
@@ -91,18 +111,95 @@ def _busy_buckets(project_id: int, start: dt.datetime, end: dt.datetime) -> froz
     return frozenset(aware(row["bucket_start"]) for row in rows)
 
 
-def _claim_changed_buckets(project_id: int, now: dt.datetime, everything: bool) -> list[dt.datetime]:
-    """Take the queued buckets that are due (see SETTLE and LATE_AFTER), or all of them."""
-    queued = ChangedBucket.objects.filter(project_id=project_id).values_list("pk", "bucket_start")
+class _Claim:
+    """One run's lease on queued buckets: taken (and committed) before the recompute, deleted
+    only after it (`done`), given back when the run fails (`release`); see the module docstring."""
+
+    BATCH = 1000  # ids per statement
+
+    def __init__(self, project_id: int):
+        self.project_id = project_id
+        self.at = timezone.now()  # the wall clock: a lease is about real time, whatever `now` a run is given
+        self.by = f"{socket.gethostname()[:40]}:{os.getpid()}"
+        if connection.vendor == "postgresql":
+            # Claims are taken under the project's advisory lock, which dies with its session:
+            # holding it now, any claim found is a dead run's.
+            self.stale_before = self.at
+        else:
+            self.stale_before = self.at - dt.timedelta(seconds=settings.ROLLUP_CLAIM_LEASE_SECONDS)
+
+    def claimable(self):
+        return ChangedBucket.objects.filter(project_id=self.project_id).filter(
+            Q(claimed_at__isnull=True) | Q(claimed_at__lt=self.stale_before)
+        )
+
+    def take(self, pks: list[int]) -> list[dt.datetime]:
+        """Claim these rows, where still claimable; returns the buckets claimed."""
+        taken: list[dt.datetime] = []
+        for n in range(0, len(pks), self.BATCH):
+            batch = pks[n : n + self.BATCH]
+            with transaction.atomic():  # committed before the recompute: the claim must outlive this process
+                if connection.vendor == "postgresql":
+                    with connection.cursor() as cursor:
+                        # SKIP LOCKED: a row an ingest transaction is marking (not committed yet)
+                        # waits for the next run, which will see that transaction's calls.
+                        cursor.execute(
+                            "UPDATE ingest_changedbucket SET claimed_at = %s, claimed_by = %s WHERE id IN ("
+                            "SELECT id FROM ingest_changedbucket WHERE id = ANY(%s) "
+                            "AND (claimed_at IS NULL OR claimed_at < %s) FOR UPDATE SKIP LOCKED) RETURNING bucket_start",
+                            [self.at, self.by, batch, self.stale_before],
+                        )
+                        taken += [aware(row[0]) for row in cursor.fetchall()]
+                else:
+                    self.claimable().filter(pk__in=batch).update(claimed_at=self.at, claimed_by=self.by)
+                    taken += [aware(start) for start in self._mine().filter(pk__in=batch).values_list("bucket_start", flat=True)]
+        return sorted(taken)
+
+    def done(self) -> None:
+        """Every claimed bucket's rows are written: dequeue those still bearing this claim (one
+        that ingest marked again meanwhile lost it, and stays queued)."""
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                # Rows locked in bucket order, as ingest's marking locks them: no deadlock between the two.
+                cursor.execute(
+                    "DELETE FROM ingest_changedbucket WHERE id IN (SELECT id FROM ingest_changedbucket WHERE "
+                    "project_id = %s AND claimed_by = %s AND claimed_at = %s ORDER BY bucket_start FOR UPDATE)",
+                    [self.project_id, self.by, self.at],
+                )
+            return
+        self._mine().delete()
+
+    def release(self) -> None:
+        """The run failed: give the buckets back for the next run, now rather than after the lease."""
+        try:
+            self._mine().update(claimed_at=None, claimed_by="")
+        except Exception:  # the connection may be what failed; the lease (or the lock) covers it
+            logger.warning("rollup claims of project %s not released; the next run takes them over", self.project_id,
+                           exc_info=True)  # fmt: skip
+
+    def _mine(self):
+        return ChangedBucket.objects.filter(project_id=self.project_id, claimed_by=self.by, claimed_at=self.at)
+
+
+def _claim_changed_buckets(project_id: int, now: dt.datetime, everything: bool, claim: _Claim) -> list[dt.datetime]:
+    """Claim the queued buckets that are due (see SETTLE and LATE_AFTER), or all of them, among
+    those unclaimed or claimed by a run that is gone."""
+    queued = claim.claimable().values_list("pk", "bucket_start")
     recent_busy = frozenset() if everything else _busy_buckets(project_id, floor_time(now, 300) - 4 * BUCKET, now)
-    taken = {
-        pk: start
+    due = [
+        (start, pk)
         for pk, start in ((pk, aware(start)) for pk, start in queued)
         if everything or _due(project_id, start, now, recent_busy)
-    }
-    if taken:
-        ChangedBucket.objects.filter(pk__in=taken).delete()
-    return list(taken.values())
+    ]
+    if not everything:
+        # Every recent bucket, and at most BACKLOG_BUCKETS_PER_RUN older ones, oldest first: a
+        # backfill is drained a slice a run, within the task's time limit, while the live
+        # buckets stay fresh (a run that claimed a whole large backlog would hit the limit,
+        # give it all back, and stop the project's rollups for good).
+        recent = [item for item in due if item[0] >= now - LATE_AFTER]
+        older = sorted(item for item in due if item[0] < now - LATE_AFTER)[:BACKLOG_BUCKETS_PER_RUN]
+        due = recent + older
+    return claim.take(sorted(pk for _, pk in due))
 
 
 def _due(project_id: int, bucket: dt.datetime, now: dt.datetime, recent_busy: frozenset[dt.datetime]) -> bool:
@@ -137,15 +234,16 @@ def rollups_refresh(*, project_id: int, now: dt.datetime | None = None, everythi
     with _project_lock(project_id) as acquired:
         if not acquired:
             return None
-        buckets = _claim_changed_buckets(project_id, now, everything)
+        claim = _Claim(project_id)
         try:
-            return _recompute_buckets(project_id, buckets, oldest, fine_since, now)
-        except BaseException:
-            # Put the claimed buckets back so the next run does them.
-            ChangedBucket.objects.bulk_create(
-                [ChangedBucket(project_id=project_id, bucket_start=bucket) for bucket in buckets], ignore_conflicts=True
-            )
+            buckets = _claim_changed_buckets(project_id, now, everything, claim)
+            written = _recompute_buckets(project_id, buckets, oldest, fine_since, now)
+        except BaseException:  # an error, or Celery's soft time limit: the next run does them
+            claim.release()
             raise
+        claim.done()
+        tool_health_after_rollups(project_id=project_id, now=now)  # the agents' feed (docs/contract/tool-health.md)
+        return written
 
 
 def _recompute_buckets(project_id, buckets, oldest: dt.datetime, fine_since: dt.datetime, now: dt.datetime) -> int:
@@ -264,6 +362,11 @@ class _project_lock:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, self.project_id])
             self.held = bool(cursor.fetchone()[0])
+            if self.held and connection.pg_version >= 140000:
+                # The lock ends with the session. A worker killed mid-statement leaves its server
+                # process running that statement to its end; with this it gives up within a
+                # couple of seconds of finding its client gone, and the next run can take over.
+                cursor.execute("SET client_connection_check_interval = '2s'")
         return self.held
 
     def __exit__(self, *exc) -> None:

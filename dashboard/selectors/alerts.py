@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.shortcuts import get_object_or_404
 
+from dashboard.alerting.explain import alert_sentence
 from dashboard.alerting.transports import KIND_LABELS
 from dashboard.drift import KINDS
 from dashboard.models import Alert, Delivery
@@ -160,6 +161,8 @@ class Evidence:
     points: list[dict]  # hourly {"start": datetime, "calls", "error_rate", "retry_rate", "escalation_rate"}
     # An eval regression's run and cases: {"run_id", "run_label", "git_sha", "cases": [{case_id, version, title, status, reasons}]}
     eval_run: dict | None = None
+    # The statistics as stored (numbers, not formatted), for the chart's baseline and band.
+    raw_statistics: dict = field(default_factory=dict)
 
 
 def _moment(value) -> dt.datetime | None:
@@ -231,6 +234,10 @@ def _rows(mapping) -> list[EvidenceRow]:
     return [EvidenceRow(str(key), _label(str(key)), format_number(value)) for key, value in mapping.items()]
 
 
+# The rates a chart point may carry; evidence from before issue 15 has the first three only.
+POINT_RATES = ("error_rate", "retry_rate", "escalation_rate", "tested_retry_rate", "wasted_rate", "escalation_share")
+
+
 def _rate(value) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -245,7 +252,8 @@ def _points(raw) -> list[dict]:
             {
                 "start": start,
                 "calls": _rate(point.get("calls")) or 0,
-                **{name: _rate(point.get(name)) for name in ("error_rate", "retry_rate", "escalation_rate")},
+                "errors": _rate(point.get("errors")) or 0,
+                **{name: _rate(point.get(name)) for name in POINT_RATES},
             }
         )
     return sorted(points, key=lambda p: p["start"])
@@ -258,7 +266,25 @@ def evidence_of(alert: Alert) -> Evidence:
     `recent` and `baseline` windows, `hourly` chart points and `sample_trace_ids`; older or
     hand-made evidence may say `chart` for the points, or hold windows as objects.
     """
-    evidence = alert.evidence if isinstance(alert.evidence, dict) else {}
+    return _evidence(alert.evidence)
+
+
+def opening_evidence_of(alert: Alert) -> Evidence | None:
+    """The evidence of the evaluation that opened the alert, shaped like `evidence_of`; None when
+    the alert has none (one opened before openings were kept, or an eval regression)."""
+    raw = getattr(alert, "opening_evidence", None)
+    return _evidence(raw) if isinstance(raw, dict) and raw else None
+
+
+def alert_headline(alert: Alert) -> str:
+    """The alert's one sentence: from its opening evidence for a drift alert (what changed, by how
+    much, since when, on what volume), else its stored summary."""
+    raw = getattr(alert, "opening_evidence", None)
+    return alert_sentence(kind=alert.kind, tool=alert.tool, evidence=raw) or alert.summary
+
+
+def _evidence(raw) -> Evidence:
+    evidence = raw if isinstance(raw, dict) else {}
     statistics = dict(evidence.get("statistics") or {}) if isinstance(evidence.get("statistics"), dict) else {}
     thresholds = statistics.pop("thresholds", {})
     samples = evidence.get("sample_trace_ids")
@@ -270,6 +296,7 @@ def evidence_of(alert: Alert) -> Evidence:
         sample_trace_ids=[str(trace_id) for trace_id in samples if trace_id] if isinstance(samples, list) else [],
         points=_points(evidence.get("hourly", evidence.get("chart"))),
         eval_run=_eval_run(evidence),
+        raw_statistics=statistics,
     )
 
 

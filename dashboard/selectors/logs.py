@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.db.models import Q
+
 from ingest.models import LogRecord, Project
 
 # A trace shows at most this many of its records (the earliest); the page says so.
@@ -23,7 +25,8 @@ def severity_name(number: int, text: str = "") -> str:
 
 
 def trace_logs(project: Project, trace_id: str) -> list[LogRecord]:
-    """The log records of a trace, oldest first (time, then id): at most MAX_LOG_RECORDS + 1,
+    """The log records of a trace (and, for an agent session's derived trace, the session's
+    records: ingest.log_events.session_trace_id), oldest first (time, then id): at most MAX_LOG_RECORDS + 1,
     so a caller can tell there are more. [] for an id that is not a trace id, and (without a
     query) for a project that never received a log record."""
     if project.logs_since is None:  # never received a log record: nothing to read
@@ -32,7 +35,7 @@ def trace_logs(project: Project, trace_id: str) -> list[LogRecord]:
     if len(trace_id) != 32 or any(c not in "0123456789abcdef" for c in trace_id):
         return []
     return list(
-        LogRecord.objects.filter(project=project, trace_id=trace_id)
+        LogRecord.objects.filter(Q(trace_id=trace_id) | Q(session_trace_id=trace_id), project=project)
         .defer("digest")
         .order_by("time", "id")[: MAX_LOG_RECORDS + 1]
     )

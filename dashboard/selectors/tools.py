@@ -369,12 +369,14 @@ def sparkline_step(start: dt.datetime, end: dt.datetime) -> int:
 def tools_overview(project: Project, *, start: dt.datetime, end: dt.datetime, **filters) -> dict:
     """The overview's tools table: per tool, the counts (docs/contract/metrics.md#counts) and rates, p50/p95/p99 latency, the
     contract score and checks, and `sparkline` (error rate per step, None where quiet); plus
-    `spark_starts`, the steps' start times, and `spark_step`. Two queries."""
+    `spark_starts`, the steps' start times, `spark_step`, and `trend`: the whole project's counts
+    and rates per step (the overview's trend chart, summed from the same rows). Two queries."""
     step = sparkline_step(start, end)
     rows = _covering(project, start, end, finest=step, **filters)
     contract_sums = _contract_sums()
     counts: dict[str, dict] = {}
     slots: dict[str, dict[dt.datetime, tuple[int, int]]] = defaultdict(dict)
+    trend: dict[dt.datetime, dict] = defaultdict(lambda: dict.fromkeys(COUNT_FIELDS, 0))
     grouped = (
         rows.annotate(slot=BucketStart("bucket_start", step))
         .values("tool", "slot")
@@ -388,6 +390,8 @@ def tools_overview(project: Project, *, start: dt.datetime, end: dt.datetime, **
         for name in total:
             total[name] += row[name] or 0
         slots[row["tool"]][row["slot"]] = (row["calls"] or 0, row["errors"] or 0)
+        for name in COUNT_FIELDS:
+            trend[row["slot"]][name] += row[name] or 0
     hists = _merged_histograms(rows, F("tool")) if counts else {}
     starts = []
     moment = floor_time(start, step)
@@ -406,7 +410,8 @@ def tools_overview(project: Project, *, start: dt.datetime, end: dt.datetime, **
                 "sparkline": [errors / calls if calls else None for calls, errors in series],
             })  # fmt: skip
         )
-    return {"rows": table, "spark_starts": starts, "spark_step": step}
+    trend_points = [_with_rates({"start": moment, **trend.get(moment, dict.fromkeys(COUNT_FIELDS, 0))}) for moment in starts]
+    return {"rows": table, "spark_starts": starts, "spark_step": step, "trend": trend_points}
 
 
 def totals_of(rows: list[dict]) -> dict:

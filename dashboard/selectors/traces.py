@@ -16,10 +16,11 @@ import re
 from dataclasses import dataclass, fields, replace
 
 from django.db import OperationalError, connection, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 
 from dashboard import timerange
 from dashboard.models import ToolRollup
+from dashboard.selectors.tools import BucketStart, bucket_seconds_for, metric_series
 from ingest.models import LogRecord, Project, Span, ToolCall
 from ingest.taxonomy import ERROR_CLASSES
 
@@ -351,3 +352,64 @@ def tool_call_get(project: Project, trace_id: str, span_id: str) -> ToolCall | N
     if not (is_trace_id(trace_id) and SPAN_ID_RE.match(span_id)):
         return None
     return ToolCall.objects.filter(project=project, trace_id=trace_id, span_id=span_id).first()
+
+
+# --- the explorer's volume histogram ------------------------------------------------------------
+
+# The filters rollups can answer: without an outcome, class or message filter the histogram is
+# the rollups' attempts (each attempt is one row of the list), read from ~120 rollup rows.
+ROLLUP_FILTERS = ("tool", *timerange.FILTER_NAMES)
+
+
+@dataclass(frozen=True)
+class Histogram:
+    step: int
+    starts: list[dt.datetime]
+    counts: list[int]
+    source: str  # "rollups" or "calls"
+
+
+def tool_calls_histogram(project: Project, *, start: dt.datetime, end: dt.datetime, filters: CallFilters) -> Histogram | None:
+    """The matching tool calls (attempts: the list's rows) per step over [start, end), every step
+    present. From the rollups when only tool, service, environment and agent are filtered; else
+    from the calls themselves, grouped in SQL (one query; with a message search given up after
+    SEARCH_TIMEOUT_MS on PostgreSQL, None then: the page says so)."""
+    step = bucket_seconds_for(start, end)
+    first = dt.datetime.fromtimestamp(int(start.timestamp()) // step * step, dt.UTC)
+    starts = []
+    moment = first
+    while moment < end:
+        starts.append(moment)
+        moment += dt.timedelta(seconds=step)
+    if not (filters.outcome or filters.error_class or filters.q):
+        dims = {name: getattr(filters, name) for name in ROLLUP_FILTERS if getattr(filters, name)}
+        points = metric_series(project, start=start, end=end, step=step, **dims)
+        return Histogram(step, [point["start"] for point in points], [point["attempts"] for point in points], "rollups")
+    grouped = (
+        tool_calls_query(project, start=start, end=end, filters=filters)
+        .annotate(slot=BucketStart("start_time", step))
+        .values("slot")
+        .annotate(count=Count("pk"))
+        .order_by()
+    )
+    try:
+        if filters.q and connection.vendor == "postgresql":  # no index serves "contains": bounded as the page is
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL statement_timeout = {int(SEARCH_TIMEOUT_MS)}")
+                rows = list(grouped)
+        else:
+            rows = list(grouped)
+    except OperationalError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) != QUERY_CANCELED:
+            raise
+        return None
+    counts = dict.fromkeys(starts, 0)
+    for row in rows:
+        slot = row["slot"]
+        if isinstance(slot, str):  # SQLite: raw text, naive UTC
+            slot = dt.datetime.fromisoformat(slot)
+        if slot.tzinfo is None:
+            slot = slot.replace(tzinfo=dt.UTC)
+        if slot in counts:
+            counts[slot] += row["count"]
+    return Histogram(step, starts, list(counts.values()), "calls")

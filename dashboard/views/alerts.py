@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
@@ -28,15 +31,19 @@ from dashboard.selectors.alerts import (
     AlertFilters,
     alert_deliveries,
     alert_for_project,
+    alert_headline,
     alert_tools,
     alerts_for_project,
     evidence_of,
     kind_explanation,
     kind_label,
+    opening_evidence_of,
     parse_alert_filters,
 )
+from dashboard.templatetags.toolwatch import pct
 from dashboard.timerange import querystring
 from dashboard.views.common import page_scope
+from evals import selectors as eval_selectors
 
 PAGE_SIZE = 50
 
@@ -94,20 +101,114 @@ def _history(alert: Alert) -> list[tuple]:
     return sorted(events, key=lambda event: event[0])
 
 
+# Statistics that are rates per call (or shares), shown as percentages like every other rate.
+RATE_SUFFIXES = ("_rate", "_share")
+RATE_NAMES = frozenset({"wasted_floor"})
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _as_percentages(rows, raw) -> list:
+    raw = raw if isinstance(raw, dict) else {}
+    return [
+        dataclasses.replace(row, value=pct(raw[row.name]))
+        if (row.name.endswith(RATE_SUFFIXES) or row.name in RATE_NAMES) and _is_number(raw.get(row.name))
+        else row
+        for row in rows
+    ]
+
+
+def _rates_as_percentages(evidence, alert: Alert):
+    """The evidence with its rates as percentages (`pct`, dashboard/templatetags/toolwatch.py):
+    the evaluation stores fractions (0.451), every page shows 45.1 %."""
+    statistics = (alert.evidence or {}).get("statistics") if isinstance(alert.evidence, dict) else None
+    statistics = statistics if isinstance(statistics, dict) else {}
+    return dataclasses.replace(
+        evidence,
+        statistics=_as_percentages(evidence.statistics, statistics),
+        thresholds=_as_percentages(evidence.thresholds, statistics.get("thresholds")),
+    )
+
+
+def _regressed_cases(project, eval_run: dict | None) -> list[dict]:
+    """For an eval-regression alert: each regressed case with its result in the alert's run and
+    its previous result (the one that passed), so the page can show what changed."""
+    rows = []
+    for entry in (eval_run or {}).get("cases", []):
+        try:
+            case = eval_selectors.case_get(project, entry["case_id"])
+        except Http404:  # deleted since the run
+            case = None
+        results = eval_selectors.case_results(case, limit=20) if case else []
+        now = next((result for result in results if result.run_id == eval_run["run_id"]), None)
+        before = None
+        if now is not None:
+            older = [result for result in results if (result.run.started_at, result.run_id) < (now.run.started_at, now.run_id)]
+            before = older[0] if older else None
+        rows.append({
+            **entry, "case": case, "now": now, "before": before,
+            "expect": now.version.expect if now else None,
+            "diff": _outcome_diff(before.observed if before else None, now.observed if now else None),
+        })  # fmt: skip
+    return rows
+
+
+OUTCOME_FIELDS = (("ok", "succeeded"), ("error_class", "class"), ("message", "message"), ("next_action", "next action"),
+                  ("classified_by", "classified by"))  # fmt: skip
+
+
+def _outcome_diff(before, now) -> list[dict]:
+    """What the tool did then and now, field by field (changed ones marked)."""
+    before = before if isinstance(before, dict) else {}
+    now = now if isinstance(now, dict) else {}
+    diff = []
+    for key, label in OUTCOME_FIELDS:
+        then_value, now_value = before.get(key), now.get(key)
+        if then_value is None and now_value is None:
+            continue
+        diff.append({"label": label, "before": then_value, "now": now_value, "changed": then_value != now_value})
+    return diff
+
+
+def _opening(alert: Alert):
+    """The evidence of the evaluation that opened a drift alert, rates as percentages; None without one."""
+    opening = opening_evidence_of(alert)
+    if opening is None:
+        return None
+    statistics = opening.raw_statistics
+    return dataclasses.replace(
+        opening,
+        statistics=_as_percentages(opening.statistics, statistics),
+        thresholds=_as_percentages(opening.thresholds, statistics.get("thresholds")),
+    )
+
+
 @login_required
 def alert_detail(request, project, pk):
     scope = page_scope(request, project)
     alert = _decorate(alert_for_project(scope.project, pk), scope.project.slug)
-    evidence = evidence_of(alert)
+    evidence = _rates_as_percentages(evidence_of(alert), alert)
+    is_eval = alert.kind == EVAL_REGRESSION
+    # A drift alert leads with why it opened: its opening's sentence and chart (issue 15); the
+    # latest evaluation's numbers come after, folded.
+    opening = None if is_eval else _opening(alert)
+    sampled = [*(opening.sample_trace_ids if opening else []), *evidence.sample_trace_ids]
     context = scope.context(
         alert=alert,
         kind_explanation=kind_explanation(alert.kind),
         evidence=evidence,
-        figure=alert_evidence_figure(evidence, kind=alert.kind, tool=alert.tool),
+        # An eval regression has its own page shape (templates/dashboard/_alert_eval_regression.html):
+        # the cases, the run, what changed; no hourly chart and no drift advice.
+        is_eval_regression=is_eval,
+        regressed_cases=_regressed_cases(scope.project, evidence.eval_run) if is_eval else [],
+        figure=None if is_eval else alert_evidence_figure(opening or evidence, kind=alert.kind, tool=alert.tool),
+        headline=alert.summary if is_eval else alert_headline(alert),
+        opening=opening,
+        latest_summary=(alert.evidence or {}).get("summary", "") if isinstance(alert.evidence, dict) else "",
         # Several sampled calls can share one trace: list each trace once, in the order sampled.
-        samples=[
-            (trace_id, _url("trace", scope.project.slug, trace_id)) for trace_id in dict.fromkeys(evidence.sample_trace_ids)
-        ],
+        samples=[(trace_id, _url("trace", scope.project.slug, trace_id)) for trace_id in dict.fromkeys(sampled)],
         deliveries=alert_deliveries(alert),
         history=_history(alert),
         is_muted=alert.is_muted(timezone.now()),

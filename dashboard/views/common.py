@@ -52,3 +52,13 @@ def page_scope(request, slug: str) -> PageScope:
         range_error=error,
         projects=scoping.projects_for_user(request.user),
     )
+
+
+def step_label(seconds: int) -> str:
+    """A chart step in words: "5 minutes", "hour", "6 hours", "day", "week"."""
+    if seconds % 86400 == 0:
+        days = seconds // 86400
+        return "day" if days == 1 else ("week" if days == 7 else f"{days} days")
+    if seconds % 3600 == 0:
+        return "hour" if seconds == 3600 else f"{seconds // 3600} hours"
+    return f"{seconds // 60} minutes"

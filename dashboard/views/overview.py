@@ -16,6 +16,7 @@ from dashboard.charts.tools import (
     latency_figure,
     rate_figure,
     sparkline_path,
+    trend_figure,
     volume_figure,
 )
 from dashboard.selectors.tools import (
@@ -35,7 +36,7 @@ from dashboard.selectors.tools import (
     top_fingerprints,
     totals_of,
 )
-from dashboard.views.common import page_scope
+from dashboard.views.common import page_scope, step_label
 from evals.selectors import recurring_cases
 
 
@@ -88,6 +89,11 @@ def overview(request, project):
     table = tools_overview(scope.project, start=time_range.start, end=time_range.end, **filters.as_kwargs())
     rows = sort_rows(table["rows"], sort)
     alerts = open_alerts(scope.project)
+    if filters:
+        # Alerts are per tool, over all its traffic: a filtered page lists those of the tools it shows.
+        shown = {row["tool"] for row in rows}
+        alerts = [alert for alert in alerts if alert.tool in shown]
+    trend = table["trend"] if rows else []
     kinds_by_tool: dict[str, list[str]] = {}
     for alert in alerts:
         kinds_by_tool.setdefault(alert.tool, []).append(alert.kind)
@@ -96,8 +102,8 @@ def overview(request, project):
         row["drift"] = sorted(set(kinds_by_tool.get(row["tool"], ())))
         rates = [value for value in row["sparkline"] if value is not None]
         row["spark_label"] = (
-            f"error rate per {_step_label(table['spark_step'])}: from {rates[0]:.1%} to {rates[-1]:.1%}, peak {max(rates):.1%}"
-            if rates else "no calls"
+            f"error rate per {step_label(table['spark_step'])}: from {rates[0]:.1%} to {rates[-1]:.1%}, peak {max(rates):.1%}"
+            if len(rates) > 1 else f"calls in one {step_label(table['spark_step'])} only" if rates else "no calls"
         )  # fmt: skip
     return render(
         request,
@@ -107,6 +113,8 @@ def overview(request, project):
             totals=totals_of(rows),
             rows=rows,
             alerts=alerts,
+            trend_figure=trend_figure(trend) if trend else None,
+            step_label=step_label(table["spark_step"]),
             sort=sort,
             sort_error=sort_error,
             headers=_sort_headers(sort, scope),
@@ -116,15 +124,6 @@ def overview(request, project):
             extra_params={"sort": sort} if sort != DEFAULT_SORT else {},
         ),
     )
-
-
-def _step_label(seconds: int) -> str:
-    if seconds % 86400 == 0:
-        days = seconds // 86400
-        return "day" if days == 1 else ("week" if days == 7 else f"{days} days")
-    if seconds % 3600 == 0:
-        return "hour" if seconds == 3600 else f"{seconds // 3600} hours"
-    return f"{seconds // 60} minutes"
 
 
 @login_required
@@ -155,7 +154,7 @@ def tool(request, project, tool):
             tool=tool,
             detail=detail,
             totals=detail["totals"],
-            step_label=_step_label(detail["step"]),
+            step_label=step_label(detail["step"]),
             figures=figures,
             rate_charts=[(f"fig-{metric.replace('_', '-')}", label) for metric, label in RATE_LABELS.items()],
             fingerprints=top_fingerprints(scope.project, tool, **window) if figures else [],

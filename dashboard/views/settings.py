@@ -27,6 +27,7 @@ from dashboard.alerting import targets
 from dashboard.alerting.delivery import channel_reenable as reenable
 from dashboard.models import AlertChannel, ToolRollup
 from dashboard.scoping import is_owner
+from dashboard.throttles import channel_test_refusal, channel_test_wait
 from dashboard.views.common import PageScope, page_scope
 from ingest.models import ApiKey, Membership
 from ingest.services import api_key_revoke
@@ -370,6 +371,9 @@ def channel_edit(request, project, pk):
 def channel_test(request, project, pk):
     scope = _owner_scope(request, project)
     channel = _channel(scope, pk)
+    if (wait := channel_test_wait(request)) is not None:  # a test mails or posts to any target typed
+        messages.error(request, f"{channel.name}: {channel_test_refusal(wait)}")
+        return _back(scope, "channels")
     ok, message = ps.channel_test(channel=channel, now=timezone.now())
     if ok:
         messages.success(request, f"{channel.name}: {message}")

@@ -1,4 +1,5 @@
-"""`account/tokens/`: your personal API tokens for the REST API: list, create (shown once), revoke."""
+"""`account/tokens/`: your personal API tokens for the REST API: list (with scopes), create with the
+scopes you pick (shown once), revoke."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from dashboard import tokens
@@ -29,6 +31,13 @@ class TokenForm(forms.Form):
         error_messages={"required": "Name the token (e.g. the script or machine that will use it)."},
     )
     expires_in_days = forms.ChoiceField(choices=EXPIRY_CHOICES, required=False, label="Expires")
+    # Only `read` ticked at first: a token gets more only when someone asks for it.
+    scopes = forms.MultipleChoiceField(
+        choices=[(scope, tokens.SCOPE_HELP[scope]) for scope in tokens.SCOPES],
+        widget=forms.CheckboxSelectMultiple,
+        initial=[tokens.READ],
+        error_messages={"required": "Pick at least one scope (the eval runner needs only “runs”)."},
+    )
 
     def expires_at(self, now: dt.datetime) -> dt.datetime | None:
         days = self.cleaned_data["expires_in_days"]
@@ -36,14 +45,16 @@ class TokenForm(forms.Form):
 
 
 @login_required
+@never_cache  # the page that shows a new token once: no browser or proxy may keep it
 def account_tokens(request):
     form = TokenForm()
     if request.method == "POST":
         form = TokenForm(request.POST)
         if form.is_valid():
             token, plain = tokens.api_token_create(
-                user=request.user, name=form.cleaned_data["name"], expires_at=form.expires_at(timezone.now())
-            )
+                user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"],
+                expires_at=form.expires_at(timezone.now()),
+            )  # fmt: skip
             request.session[NEW_TOKEN_SESSION_KEY] = {"id": token.pk, "plain": plain}
             return redirect("account-tokens")
     new_token = request.session.pop(NEW_TOKEN_SESSION_KEY, None)

@@ -10,13 +10,14 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.urls import path, reverse
+from django.urls import NoReverseMatch, path, reverse
 
 from dashboard import timerange, waterfall
+from dashboard.charts.tools import calls_histogram_figure
 from dashboard.selectors import calls as call_selectors
 from dashboard.selectors import logs as log_selectors
 from dashboard.selectors import traces as trace_selectors
-from dashboard.views.common import PageScope, page_scope
+from dashboard.views.common import PageScope, page_scope, step_label
 from ingest.taxonomy import CONTRACT_CHECKS, ERROR_CLASSES
 
 # A value longer than this (or with a line break) is shown as a wrapped block, not inline.
@@ -57,6 +58,12 @@ def traces_list(request, project):
     except trace_selectors.SearchTooSlow as exc:
         errors["q"] = f"The {exc}."
         page = trace_selectors.CallsPage([], older=None, newer=None)
+    histogram = None if "q" in errors else trace_selectors.tool_calls_histogram(
+        scope.project, start=time_range.start, end=time_range.end, filters=filters
+    )
+    for call in page.calls:  # rows link to their trace, tool names to the tool's page
+        call.trace_url = reverse("trace", args=[scope.project.slug, call.trace_id]) + scope.querystring() + f"#call-{call.span_id}"
+        call.tool_url = _tool_url(scope, call.tool)
     choices = trace_selectors.filter_choices(scope.project, start=time_range.start, end=time_range.end)
     return render(
         request,
@@ -69,9 +76,13 @@ def traces_list(request, project):
             tools=_with_selected(choices["tool"], filters.tool),
             error_classes=ERROR_CLASSES,
             outcomes=trace_selectors.OUTCOME_LABELS,
-            # The range bar's form keeps the explorer's own filters, and this form keeps the range bar's.
-            extra_params={key: value for key, value in filters.params().items() if key not in timerange.FILTER_NAMES},
-            range_params={**time_range.params(), **scope.filters.params()},
+            # One form: the range, the dimensions and the explorer's own filters together; the jump form keeps them.
+            range_params={**time_range.params(), **filters.params()},
+            histogram=histogram,
+            histogram_figure=calls_histogram_figure(
+                histogram.starts, histogram.counts, step_label=step_label(histogram.step)
+            ) if histogram and any(histogram.counts) else None,
+            histogram_step=step_label(histogram.step) if histogram else "",
             older_url=_page_url(scope, filters, before=page.older) if page.older else "",
             newer_url=_page_url(scope, filters, after=page.newer) if page.newer else "",
             jump_text=jump_text,
@@ -79,6 +90,14 @@ def traces_list(request, project):
             paged=before is not None or after is not None,
         ),
     )
+
+
+def _tool_url(scope: PageScope, tool: str) -> str:
+    """The tool's page (keeping range and filters), or "" when a stored name cannot be a URL path."""
+    try:
+        return reverse("tool", args=[scope.project.slug, tool]) + scope.querystring()
+    except NoReverseMatch:
+        return ""
 
 
 def _with_selected(values: list[str], selected: str) -> list[str]:

@@ -15,6 +15,8 @@ built by evals/runner/build_hook/hatch_build.py) ships these same modules as one
 Modules: `loader` (JSONL cases, from a file or the API), `registry` (module:TOOLS),
 `execute` (call with a timeout, judge), `client` (the Toolwatch API over urllib),
 `cli` (flags, output, exit codes), `pytest_plugin` (each case a pytest item).
+For agents (docs/agents.md): `breaker` (a circuit breaker reading the tool-health feed, failing
+open) and `instrument` (`@tool_call`: tool errors' envelopes on OpenTelemetry spans, when installed).
 See docs/runner.md.
 """
 

@@ -6,6 +6,8 @@
 
 Both requests carry the REST contract version this runner speaks (`X-Toolwatch-Runner-Contract`,
 docs/runner.md#the-rest-contract-version-1); a server that does not speak it answers 400.
+Both need a token with the `runs` scope (docs/runner.md#the-token); without it the server answers
+403 naming the scope, and the error says which scope the token needs.
 
 Every failure is a `ClientError` whose message says what went wrong and where: the
 server's own error for an HTTP error, the network reason otherwise.
@@ -33,6 +35,8 @@ USER_AGENT = (
     f"toolwatch-runner/{__version__} (contract {CONTRACT_VERSION}; "
     f"Python {'.'.join(map(str, sys.version_info[:3]))})"
 )
+# The one token scope both requests need (a server answers 403 with `required_scope` without it).
+RUNNER_SCOPE = "runs"
 # The observed keys an eval run carries (docs/contract/eval-cases.md#posting-a-run).
 POSTED_OBSERVED_KEYS = ("ok", "error_class", "message", "classified_by", "contract", "next_action", "fingerprint")
 _DETAIL_CHARS = 500
@@ -98,7 +102,7 @@ def _http_error_message(method: str, url: str, exc: urllib.error.HTTPError) -> s
         text = exc.read().decode("utf-8", errors="replace")
     except OSError:
         text = ""
-    detail = text
+    detail, data = text, None
     try:
         data = json.loads(text)
         detail = json.dumps(data, ensure_ascii=False)
@@ -110,6 +114,12 @@ def _http_error_message(method: str, url: str, exc: urllib.error.HTTPError) -> s
         403: " (the token may not reach this project)",
         404: " (no such project for this token, or the server has no eval API at this URL)",
     }.get(exc.code, "")
+    scope = data.get("required_scope") if isinstance(data, dict) else None
+    if exc.code == 403 and isinstance(scope, str):
+        hint = (
+            f" (the token lacks the {scope[:20]!r} scope; the runner's token needs the {RUNNER_SCOPE!r} scope, "
+            "and nothing more: make one under your name -> API tokens, docs/runner.md#the-token)"
+        )
     supported = _contract_versions(exc.headers.get(CONTRACT_HEADER) if exc.headers else None)
     if supported and str(CONTRACT_VERSION) not in supported:
         hint = (

@@ -128,6 +128,8 @@ def promote_link(page, span_id: str):
 def create_api_token(page, server: str) -> str:
     page.goto(f"{server}/account/tokens/")
     page.get_by_label("Name").fill("CI eval runner")
+    page.get_by_role("checkbox", name=re.compile("^runs ")).check()  # the runner's one scope (docs/runner.md)
+    page.get_by_role("checkbox", name=re.compile("^read ")).uncheck()
     page.get_by_role("button", name="Create token").click()
     token = page.get_by_role("status").filter(has_text="Your new token").locator("code").inner_text().strip()
     assert re.fullmatch(r"twu_[A-Za-z0-9_-]{43}", token), token

@@ -358,3 +358,69 @@ def test_an_eval_regression_alert_is_labelled_and_links_its_run_and_cases(client
     assert f"/p/{project.slug}/evals/runs/7/" in page and f"/p/{project.slug}/evals/cases/3/" in page
     assert "&lt;b&gt;bad date&lt;/b&gt;" in page and "Opened by eval run git:abc" in page
     assert "search_flights" in listing and "is not one of" not in listing
+
+
+def test_an_alerts_rates_read_as_percentages_like_every_other_page(client, member, project):
+    alert = make_alert(project)
+    alert.evidence["statistics"].update(baseline_retry_rate=0.001308, thresholds={"z_open": 4.5, "wasted_floor": 0.05})
+    alert.save()
+    client.force_login(member)
+
+    html = page(client, f"/p/{project.slug}/alerts/{alert.pk}/")
+
+    assert ">42.0 %</td>" in html and ">0.1 %</td>" in html and ">5.0 %</td>" in html
+    assert ">0.42</td>" not in html and "0.001308" not in html
+    assert ">2,480</td>" in html and ">9.713</td>" in html  # counts and test statistics stay numbers
+
+
+# --- a drift alert explains itself (issue 15) -------------------------------------------------
+
+
+def _evaluated_alert(project):
+    """A real alert: the S2 ramp's rollups, evaluated hourly until it opened, then 3 h more (hold)."""
+    from dashboard.alerting.evaluation import drift_evaluate
+    from demo import scenarios
+    from tests.dashboard.alerting.test_evaluation import run_hourly, store
+
+    scenario = scenarios.generate("s2_retry_ramp", 4)
+    expected = scenario.expected[0]
+    store(project, scenario)
+    run_hourly(project, expected.onset, expected.deadline + 2 * HOUR)
+    alert = Alert.objects.get(project=project)
+    drift_evaluate(project_id=project.pk, now=alert.opened_at + 3 * HOUR)
+    alert.refresh_from_db()
+    return alert
+
+
+def test_a_drift_alert_page_leads_with_the_sentence_of_its_opening_even_after_later_evaluations(
+    member_client, project
+):
+    alert = _evaluated_alert(project)
+    assert alert.evidence["statistics"]["mode"] == "hold"
+
+    response = member_client.get(f"/p/alpha/alerts/{alert.pk}/")
+    html = response.content.decode()
+
+    lead = html.split('class="alert-summary">')[1].split("</p>")[0]
+    assert lead.startswith(f"Retry rate of {alert.tool} rose from ") and " % of calls (" in lead
+    assert "Mode" not in lead and "open for less than" not in lead
+    # One chart, then the sample traces, then the numbers folded: at the opening and the latest.
+    assert html.index('data-figure="alert-evidence"') < html.index("Sample traces") < html.index("<details class=\"evidence-opening\"")
+    assert "When it opened" in html and "Latest evaluation" in html
+    # The list, the overview and the tool page show the same sentence.
+    for url in ("/p/alpha/alerts/", f"/p/alpha/tools/{alert.tool}/"):
+        assert lead[:60] in member_client.get(url).content.decode()
+
+
+def test_the_alert_chart_draws_the_whole_baseline_with_its_band_from_the_opening(member_client, project):
+    alert = _evaluated_alert(project)
+
+    figure = member_client.get(f"/p/alpha/alerts/{alert.pk}/").context["figure"]
+
+    names = [trace.get("name") for trace in figure["data"]]
+    assert "baseline band" in names and "baseline" in names and "retries per call (tested)" in names
+    bars = next(trace for trace in figure["data"] if trace["type"] == "bar")
+    baseline = [dt.datetime.fromisoformat(m) for m in alert.opening_evidence["baseline"]]
+    first = dt.datetime.fromisoformat(bars["x"][0].replace("Z", "+00:00"))
+    assert first == baseline[0] and len(bars["x"]) >= 168  # every hour of the week, not the last 72
+    assert sum(1 for calls in bars["y"] if calls) >= 168

@@ -232,7 +232,7 @@ def test_a_channel_test_reaches_a_real_receiver(api, team, receiver):  # noqa: F
     [request] = receiver.requests
     assert verify_signature(AlertChannel.objects.get().secret, request.body, request.headers["X-Toolwatch-Signature"])
     receiver.answers = [500]
-    assert api.post(f"{BASE}/channels/{channel_id}/test/").json() == {"ok": False, "message": "HTTP 500: ok"}
+    assert api.post(f"{BASE}/channels/{channel_id}/test/").json() == {"ok": False, "message": "HTTP 500 Internal Server Error"}
 
 
 def test_reenable_clears_the_failing_mark(api, team):

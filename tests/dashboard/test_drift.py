@@ -611,3 +611,65 @@ def test_the_control_tools_of_the_change_scenarios_stay_silent():
     for name in ("s2_retry_ramp", "s5_retry_step", "s7_wasted_retries"):
         sc = generate(name, 1)
         assert replay(sc.series["control"], sc.start, sc.start + sc.hours * HOUR).episodes == [], name
+
+
+# --- a condition that began inside the baseline window (issue 15) ------------------------------
+
+OLD_WAY = {"baseline_outlier_z": 0.0, "wasted_floor_count": 0}
+
+
+def _chronic(hours_in: int, *, retries=lambda late: 50, wasted=lambda late: 1) -> tuple[list[Bucket], datetime]:
+    """200 hours of a steady tool; the last `hours_in` of them changed (`late` True)."""
+    series = []
+    for i in range(200):
+        late = i >= 200 - hours_in
+        w = wasted(late)
+        series.append(Bucket(T0 + i * HOUR, 500, 15, retries(late) + w, 5, w, w))
+    return series, T0 + 200 * HOUR
+
+
+def _fires(series, now, kind, overrides=None) -> bool:
+    th = Thresholds.from_overrides(overrides)
+    return next(f for f in drift.detect(series, now, th) if f.kind == kind).firing
+
+
+def test_wasted_retries_that_began_two_days_ago_still_alert_though_the_baseline_holds_them():
+    series, now = _chronic(54, wasted=lambda late: 25 if late else 1)
+
+    assert _fires(series, now, "wasted_retries")
+    assert not _fires(series, now, "wasted_retries", OLD_WAY)  # the baseline's own scatter absorbed it
+    # Each half of the rule catches it alone: the robust baseline, and the absolute floor.
+    assert _fires(series, now, "wasted_retries", {"wasted_floor_count": 0})
+    assert _fires(series, now, "wasted_retries", {"baseline_outlier_z": 0.0})
+
+
+def test_a_retry_step_that_began_two_days_ago_is_judged_against_the_days_before_it():
+    series, now = _chronic(54, retries=lambda late: 100 if late else 50)
+
+    (finding,) = [f for f in drift.detect(series, now) if f.kind == "retry_rise_flat_error"]
+    assert finding.firing and finding.statistics["baseline_excluded_days"] == 2
+    assert finding.statistics["retry_ratio"] == pytest.approx(2.0, rel=0.02)
+    assert not _fires(series, now, "retry_rise_flat_error", OLD_WAY)
+
+
+def test_a_steady_baseline_leaves_no_day_out():
+    series, now = _chronic(0)
+
+    assert all(f.statistics["baseline_excluded_days"] == 0 for f in drift.detect(series, now))
+
+
+def test_once_a_level_holds_most_of_the_baseline_it_is_the_norm_and_the_older_days_are_the_outliers():
+    series, now = _chronic(150, retries=lambda late: 100 if late else 50)
+
+    (finding,) = [f for f in drift.detect(series, now) if f.kind == "retry_rise_flat_error"]
+    assert not finding.firing and finding.statistics["baseline_excluded_days"] == 1
+    assert finding.statistics["baseline_retry_rate"] == pytest.approx(0.2)
+
+
+def test_the_absolute_wasted_floor_needs_the_count_and_the_share_of_retries():
+    few, now = _chronic(200, wasted=lambda late: 6)  # 36 in 6 h: under 50, whatever their share
+    assert not _fires(few, now, "wasted_retries", {"baseline_outlier_z": 0.0})
+    diluted, now = _chronic(200, retries=lambda late: 400, wasted=lambda late: 25)  # 150 of 2550 retries: 6 %
+    assert not _fires(diluted, now, "wasted_retries", {"baseline_outlier_z": 0.0, "wasted_floor": 1.0})
+    chronic, now = _chronic(200, wasted=lambda late: 25)  # always: no baseline would ever show it
+    assert _fires(chronic, now, "wasted_retries")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import Counter
 
 import pytest
 from django.utils import timezone
 
 from dashboard.rollups.rows import floor_time
 from ingest.models import ApiKey, IngestStat, Membership
-from ingest.services import api_key_create, api_key_revoke
+from ingest.services import api_key_create, api_key_revoke, ingest_stats_add
 from tests.factories import make_project
 
 pytestmark = pytest.mark.django_db
@@ -158,3 +159,18 @@ def test_outsiders_get_404(client, project, outsider):
     client.force_login(outsider)
 
     assert client.get("/p/alpha/health/").status_code == 404
+
+
+def test_a_one_hour_range_is_drawn_at_five_minutes_from_the_five_minute_counters(member_client, project):
+    now = timezone.now()
+    ingest_stats_add(project=project, now=now - dt.timedelta(minutes=20), counts=Counter({("accepted", ""): 9}))
+    ingest_stats_add(project=project, now=now, counts=Counter({("accepted", ""): 4}))
+
+    response = member_client.get(f"/p/{project.slug}/health/?range=1h")
+    html = response.content.decode()
+
+    assert "Arrivals per 5 minutes" in html
+    report = response.context["health"]
+    assert report.step == 300 and len(report.hours) >= 12
+    assert sorted(count for count in report.series["accepted"] if count) == [4, 9]
+    assert IngestStat.objects.filter(project=project).first().hour.minute % 5 == 0

@@ -191,3 +191,40 @@ def test_the_overview_shows_the_same_numbers_with_and_without_the_per_tool_total
     assert with_totals.context["rows"] and with_totals.context["rows"] == from_dimensions.context["rows"]
     assert with_totals.context["totals"] == from_dimensions.context["totals"]
     assert without_csrf(html) == without_csrf(html_from_dimensions)
+
+
+def test_the_overview_opens_on_a_trend_of_calls_error_and_retry_rate_over_the_range(client, busy):
+    user, project = busy
+
+    response, html = page(client, user, f"/p/{project.slug}/?range=24h")
+
+    figure = response.context["trend_figure"]
+    assert [trace["name"] for trace in figure["data"]] == ["logical calls", "error rate", "retry rate"]
+    calls = figure["data"][0]["y"]
+    assert sum(calls) == response.context["totals"]["calls"]  # the same rows as the totals
+    assert figure["data"][1]["y"][0] is None  # no calls in the first hour: no line there, not 0 %
+    assert figure["layout"]["yaxis"]["tickformat"] == ".1~%"
+    assert 'data-figure="fig-trend"' in html and '<script id="fig-trend" type="application/json">' in html
+
+
+def test_a_service_filter_filters_the_trend_and_the_open_alerts_too(client, busy):
+    user, project = busy
+    open_alert(project, "search", kind="error_rate_spike")  # search runs on svc-b only
+
+    response, html = page(client, user, f"/p/{project.slug}/?range=24h&service=svc-a")
+
+    assert {alert.tool for alert in response.context["alerts"]} == {"refund"}
+    assert sum(response.context["trend_figure"]["data"][0]["y"]) == response.context["totals"]["calls"]
+    assert "these are the open alerts of the tools these filters show" in html
+    response, _ = page(client, user, f"/p/{project.slug}/?range=24h&service=svc-b")
+    assert {alert.tool for alert in response.context["alerts"]} == {"search"}
+
+
+def test_a_tool_with_calls_in_one_step_only_says_so_instead_of_a_stray_dot(client, frozen, member, project):  # noqa: F811
+    add_rollup(project, "once", NOW - 2 * HOUR, calls=4, errors=1)
+
+    response, html = page(client, member, f"/p/{project.slug}/?range=24h")
+
+    row = response.context["rows"][0]
+    assert row["spark_path"] == ""
+    assert "calls in one hour only" in html

@@ -1,8 +1,11 @@
 """Personal API tokens: the services and the account/tokens/ page."""
 
 import datetime as dt
+import importlib
 
 import pytest
+from django.apps import apps as django_apps
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from dashboard import tokens
@@ -33,6 +36,41 @@ def test_a_token_needs_a_name(member):
 def test_a_token_cannot_expire_in_the_past(member):
     with pytest.raises(ValueError, match="in the past"):
         tokens.api_token_create(user=member, name="ci", expires_at=timezone.now() - dt.timedelta(days=1))
+
+
+def test_a_token_gets_all_scopes_unless_told_which(member):
+    every, _ = tokens.api_token_create(user=member, name="script")
+    some, _ = tokens.api_token_create(user=member, name="ci", scopes=["admin", "runs", "runs"])
+
+    assert every.scopes == ["read", "runs", "admin"]
+    assert some.scopes == ["runs", "admin"]  # each once, in the order of tokens.SCOPES
+
+
+@pytest.mark.parametrize("scopes, message", [([], "at least one scope"), (["read", "root"], "unknown scope 'root'")])
+def test_a_token_needs_known_scopes(member, scopes, message):
+    with pytest.raises(ValueError, match=message):
+        tokens.api_token_create(user=member, name="ci", scopes=scopes)
+    assert not ApiToken.objects.exists()
+
+
+def test_the_model_refuses_unknown_or_repeated_scopes(member):
+    token, _ = tokens.api_token_create(user=member, name="ci", scopes=["read"])
+
+    for bad in ([], ["read", "read"], ["sudo"], "read"):
+        token.scopes = bad
+        with pytest.raises(ValidationError):
+            token.full_clean()
+
+
+def test_tokens_made_before_scopes_get_all_of_them(member):
+    migration = importlib.import_module("dashboard.migrations.0008_token_scopes")
+    token, _ = tokens.api_token_create(user=member, name="old")
+    ApiToken.objects.filter(pk=token.pk).update(scopes=[])
+
+    migration.grant_all_scopes(django_apps, None)
+
+    token.refresh_from_db()
+    assert token.scopes == list(tokens.SCOPES)
 
 
 def test_authenticate_finds_the_active_token_and_its_user(member):
@@ -107,7 +145,7 @@ def test_the_tokens_page_needs_a_login(client, db):
 def test_creating_a_token_shows_it_once_then_never_again(client, member):
     client.force_login(member)
 
-    response = client.post(URL, {"name": "CI eval runner", "expires_in_days": "90"}, follow=True)
+    response = client.post(URL, {"name": "CI eval runner", "expires_in_days": "90", "scopes": ["runs"]}, follow=True)
 
     page = response.content.decode()
     token = ApiToken.objects.get(user=member)
@@ -116,9 +154,42 @@ def test_creating_a_token_shows_it_once_then_never_again(client, member):
     assert token.hashed_token == hash_api_key(plain)
     assert plain in page
     assert token.expires_at.date() == (timezone.now() + dt.timedelta(days=90)).date()
+    assert token.scopes == ["runs"]
     reloaded = client.get(URL).content.decode()
     assert plain not in reloaded
     assert f"{token.prefix}…" in reloaded
+    assert f"<td><code>{token.prefix}…</code></td>\n      <td><code>runs</code></td>" in reloaded
+
+
+def test_the_form_offers_the_three_scopes_with_only_read_ticked(client, member):
+    client.force_login(member)
+
+    page = client.get(URL).content.decode()
+
+    for n, scope in enumerate(tokens.SCOPES):
+        checked = " checked" if scope == "read" else ""
+        assert f'<input type="checkbox" name="scopes" value="{scope}" id="id_scopes_{n}"{checked}>' in page
+        assert tokens.SCOPE_HELP[scope] in page
+
+
+def test_the_tokens_scopes_are_listed(client, member):
+    tokens.api_token_create(user=member, name="everything")
+    client.force_login(member)
+
+    page = client.get(URL).content.decode()
+
+    assert "<td><code>read</code>, <code>runs</code>, <code>admin</code></td>" in page
+
+
+@pytest.mark.parametrize("scopes, message", [([], "Pick at least one scope"), (["sudo"], "Select a valid choice")])
+def test_a_token_without_a_known_scope_gets_a_clear_error(client, member, scopes, message):
+    client.force_login(member)
+
+    response = client.post(URL, {"name": "ci", "expires_in_days": "", "scopes": scopes})
+
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    assert not ApiToken.objects.exists()
 
 
 def test_a_token_without_a_name_gets_a_clear_error(client, member):

@@ -201,3 +201,16 @@ def test_the_tool_page_shows_the_same_numbers_with_and_without_the_per_tool_tota
     assert without_csrf(html) == without_csrf(html_from_dimensions)
     # The totals did sum several dimensioned rows per bucket.
     assert ToolRollup.objects.filter(project=project, tool=tool).count() > ToolRollupTotal.objects.filter(project=project, tool=tool).count()
+
+
+def test_per_call_and_per_attempt_figures_are_labelled_as_such(client, searched):
+    user, project = searched
+
+    _, html = page(client, user, f"/p/{project.slug}/tools/search/?range=24h")
+
+    assert "Logical calls" in html and "attempts (spans)" in html
+    assert 'Error rate <span class="unit">per call</span>' in html
+    assert "Recent failed attempts" in html and "Each row is one attempt (a span) that failed" in html
+    assert "Failed attempts (spans, retries included)" in html
+    assert "Failed calls by class" in html
+    assert [trace["name"] for trace in figure(html, "fig-volume")["data"]] == ["logical calls, search", "attempts (spans)"]

@@ -261,12 +261,13 @@ def test_the_first_page_has_no_newer_link_and_the_last_no_older_link(client, man
     assert "Older →" not in response.content.decode()
 
 
-def test_the_end_of_the_pages_is_a_disabled_link_drawn_like_the_live_one(client, many, monkeypatch):
+def test_the_end_of_the_pages_is_plainly_disabled_not_a_link(client, many, monkeypatch):
     monkeypatch.setattr("dashboard.selectors.traces.PAGE_SIZE", 5)
 
     page = explorer(client, many).content.decode()
 
-    assert '<a role="link" aria-disabled="true">← Newer</a>' in page
+    assert '<span class="pager-off" aria-disabled="true" title="This is the newest page">← Newer</span>' in page
+    assert "<a role=\"link\" aria-disabled" not in page
     assert 'rel="next">Older →</a>' in page
 
 
@@ -327,7 +328,10 @@ def test_hostile_tool_names_messages_services_and_agents_render_as_text(client, 
     assert HOSTILE not in page
     assert "<b>x</b>" not in page
     assert HOSTILE_ESCAPED in page
-    assert len(re.findall("<script", page)) == len(re.findall('<script src="/static/', page))
+    # Scripts come from our static files; the only others are json_script data blocks (not executed).
+    assert len(re.findall("<script", page)) == len(re.findall('<script src="/static/', page)) + len(
+        re.findall('<script id="[a-z-]+" type="application/json">', page)
+    )
 
 
 def test_another_projects_calls_never_show(client, signed_in):
@@ -391,3 +395,21 @@ def test_a_trace_from_two_resources_in_one_request_shows_each_spans_own_resource
     assert "staging" in sections[span_id(2)] and "host-a" not in sections[span_id(2)]
     resources = {row["span"]["span_id"]: row["span"]["resource_attributes"] for row in api["spans"]}
     assert resources == {span_id(1): alpha, span_id(2): beta, span_id(3): alpha}
+
+
+def test_the_explorer_is_one_form_with_linked_rows_and_tools_and_a_volume_histogram(client, signed_in):
+    send(client, signed_in, [tool_span(1, 1, "search"), tool_span(2, 2, "search", status_code=2, message="boom")])
+
+    response = explorer(client, signed_in, outcome="failed")
+    page = response.content.decode()
+
+    assert page.count('<form method="get" class="rangebar') == 1  # range, dimensions and call filters together
+    assert page.count(">Apply</button>") == 1 and ">Filter</button>" not in page
+    assert 'name="outcome" class="wide"' in page and 'name="range" data-custom-toggle' in page
+    (call,) = response.context["calls"]
+    assert f'<tr class="rowlink" data-href="{call.trace_url}">' in page and "#call-" in call.trace_url
+    assert f'<a href="/p/{signed_in.slug}/tools/search/' in page
+    histogram = response.context["histogram"]
+    assert histogram.source == "calls" and sum(histogram.counts) == 1  # the outcome filter counts too
+    assert '<script id="fig-calls" type="application/json">' in page
+    assert sum(explorer(client, signed_in).context["histogram"].counts) >= 0  # unfiltered: from the rollups

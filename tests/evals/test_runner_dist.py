@@ -31,8 +31,8 @@ RUNNER = REPO / "evals" / "runner"
 SAMPLE_TOOLS = Path(__file__).resolve().parent / "sample_tools"
 # The package's modules: the runner's, the judge and expectations, and the pure ingest modules.
 MODULES = {
-    "__init__", "__main__", "cli", "client", "execute", "loader", "pytest_plugin", "registry",
-    "judge", "expectations", "limits", "normalize", "records", "redact", "taxonomy",
+    "__init__", "__main__", "cli", "client", "execute", "loader", "pytest_plugin", "registry", "breaker", "instrument",
+    "judge", "expectations", "limits", "normalize", "records", "redact", "secret_rules", "taxonomy",
 }  # fmt: skip
 BIN = "Scripts" if os.name == "nt" else "bin"
 
@@ -218,3 +218,41 @@ def test_pytest_loads_the_installed_plugin_from_its_entry_point_without_p(fresh,
     assert "2 failed, 1 passed" in cases.stdout
     assert "cases.jsonl::search_flights[case 1 v2] FAILED" in cases.stdout
     assert "expected class validation, got unknown: Something went wrong" in cases.stdout
+
+
+def test_the_agents_client_works_in_the_fresh_venv_without_opentelemetry(fresh, tmp_path):
+    # The decorator is a plain call where opentelemetry is absent; the breaker fails open when
+    # Toolwatch is unreachable (a closed loopback port), within its timeout.
+    code = """
+import json, socket, sys, time
+from toolwatch_runner.breaker import CircuitBreaker
+from toolwatch_runner.instrument import ToolError, envelope, failure_attributes, tool_call
+
+@tool_call(name="lookup")
+def lookup(n):
+    if n < 0:
+        raise ToolError("n must be positive", error_class="validation", field="n", suggestion="send 1 or more")
+    return {"n": n}
+
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]  # closed once the block ends
+breaker = CircuitBreaker.from_feed(f"http://127.0.0.1:{port}", "alpha", token="twu_x", timeout_s=0.5, background=False)
+began = time.monotonic()
+allowed = breaker.allow("lookup")
+took = time.monotonic() - began
+try:
+    lookup(-1)
+except ToolError as exc:
+    raised = failure_attributes("lookup", exception=exc)
+print(json.dumps({"result": lookup(2), "allowed": allowed, "took": took, "state": breaker.advice("lookup").state,
+                  "raised": raised, "otel": "opentelemetry" in sys.modules,
+                  "soft": failure_attributes("lookup", result=envelope("transient", "busy", retry_after=1.5))}))
+"""
+    done = isolated(fresh, "-c", code, cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert (found["result"], found["allowed"], found["state"], found["otel"]) == ({"n": 2}, True, "unknown", False)
+    assert found["took"] < 1.5
+    assert found["raised"]["tool.error.field"] == "n" and found["raised"]["tool.error.class"] == "validation"
+    assert found["soft"]["tool.error.retry_after_ms"] == 1500 and found["soft"]["tool.error.retryable"] is True

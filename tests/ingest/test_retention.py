@@ -6,7 +6,7 @@ from django.conf import settings
 from dashboard.models import ToolRollup
 from demo.quickstart import demo_request
 from ingest import partitions
-from ingest.models import Span, ToolCall
+from ingest.models import IngestStat, Span, ToolCall
 from ingest.retention import retention_apply
 from ingest.services import spans_ingest
 from tests.factories import make_project
@@ -36,6 +36,20 @@ def test_raw_rows_past_each_projects_retention_go_and_rollups_stay():
     assert Span.objects.filter(project=short).exists() and ToolCall.objects.filter(project=short).exists()
     assert Span.objects.filter(project=long, start_time__lt=NOW - dt.timedelta(days=7)).exists()
     assert ToolRollup.objects.filter(project=short).count() == 1
+    partitions.drop_partitions_before(dt.date(9999, 1, 1))
+    partitions.forget_cache()
+
+
+@pytest.mark.django_db
+def test_ingest_health_counters_past_the_retention_go():
+    project = make_project(retention_days=7)
+    for days_ago in (20, 1):
+        IngestStat.objects.create(project=project, hour=NOW - dt.timedelta(days=days_ago), outcome=IngestStat.Outcome.ACCEPTED,
+                                  reason="", count=5)  # fmt: skip
+
+    retention_apply(now=NOW)
+
+    assert list(IngestStat.objects.values_list("hour", flat=True)) == [NOW - dt.timedelta(days=1)]
     partitions.drop_partitions_before(dt.date(9999, 1, 1))
     partitions.forget_cache()
 

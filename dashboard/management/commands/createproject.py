@@ -23,7 +23,7 @@ class Command(BaseCommand):
         if not slug:
             raise CommandError(f"project name {name!r} has no letters or digits to make a slug from")
         if owner and not get_user_model().objects.filter(username=owner).exists():
-            raise CommandError(f"no user is called {owner!r}; create it first (manage.py createsuperuser)")
+            raise CommandError(f"no user is called {owner!r}; create it first (manage.py adduser)")
         project, created = Project.objects.get_or_create(slug=slug, defaults={"name": name})
         if owner:
             membership = Membership.objects.filter(project=project, user__username=owner).first()

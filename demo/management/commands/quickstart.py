@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from demo import quickstart as demo
 from ingest.models import ApiKey, Membership, Project, hash_api_key
-from ingest.services import api_key_create
+from ingest.services import api_key_create, api_key_touch
 
 DEMO_USER = "demo"
 LIVE_KEY_NAME = "live demo traffic"
@@ -39,6 +39,10 @@ class Command(BaseCommand):
             started = time.monotonic()
             load = demo.demo_history_load(project=project, now=timezone.now(), days=days, rate=rate)
             if load.stats.spans:
+                # The history goes in in process, not over OTLP: it counts as the Quickstart key's use,
+                # so ingest health does not call that key "never used" beside thousands of its spans.
+                for quickstart_key in ApiKey.objects.filter(project=project, name="quickstart", revoked_at__isnull=True):
+                    api_key_touch(key=quickstart_key, now=timezone.now())
                 self.stdout.write(
                     f"Loaded demo history from {load.start:%Y-%m-%d %H:%M} UTC: {load.stats.spans} spans, "
                     f"{load.stats.tool_calls} tool calls in {time.monotonic() - started:.0f} s."
@@ -53,7 +57,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Demo project '{project.name}' and login '{DEMO_USER}' exist (their secrets were printed on the "
                 "first run). New key: python manage.py createproject 'Demo agents'; new password: "
-                f"python manage.py changepassword {DEMO_USER}"
+                f".venv/bin/python manage.py changepassword {DEMO_USER}"
             )
             return
         lines = [
@@ -61,7 +65,8 @@ class Command(BaseCommand):
             f"  login     {DEMO_USER} / {password}" if password else f"  login     {DEMO_USER} (unchanged)",
             f"  project   {project.name} (slug {project.slug})",
             f"  API key   {key}",
-            "  send spans: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:8000 "
+            # HOST and PORT are the Quickstart's (scripts/dev.py serves on them).
+            f"  send spans: OTEL_EXPORTER_OTLP_ENDPOINT=http://{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')} "
             f"OTEL_EXPORTER_OTLP_HEADERS='Authorization=Bearer {key}'",
         ]
         self.stdout.write("\n".join(lines))

@@ -42,12 +42,16 @@ MODULES = {
     "evals.runner.loader": "loader",
     "evals.runner.pytest_plugin": "pytest_plugin",
     "evals.runner.registry": "registry",
+    # The agents' client (docs/agents.md): the tool-health breaker and the envelope decorator.
+    "evals.runner.breaker": "breaker",
+    "evals.runner.instrument": "instrument",
     "evals.judge": "judge",
     "evals.expectations": "expectations",
     "ingest.limits": "limits",
     "ingest.normalize": "normalize",
     "ingest.records": "records",
     "ingest.redact": "redact",
+    "ingest.secret_rules": "secret_rules",
     "ingest.taxonomy": "taxonomy",
 }
 # The repository's packages whose modules must be in MODULES to be imported.

@@ -1,6 +1,7 @@
 """The scheduled drift evaluation end to end: hourly rollups -> detectors -> alerts."""
 
 import datetime as dt
+import json
 
 import pytest
 
@@ -93,3 +94,146 @@ def test_off_the_hour_the_job_judges_windows_ending_at_now_from_the_5_minute_rol
     # The failed retries are read: the rescued calls are fewer than the retries.
     statistics = alerts[0].evidence["statistics"]
     assert 0 < statistics["recent_rescued"] < statistics["recent_retries"]
+
+
+def test_an_alert_keeps_the_evidence_and_the_sentence_of_the_evaluation_that_opened_it():
+    scenario = scenarios.generate("s2_retry_ramp", 4)
+    expected = scenario.expected[0]
+    project = make_project()
+    store(project, scenario)
+    run_hourly(project, expected.onset, expected.deadline + dt.timedelta(hours=2))
+    alert = Alert.objects.get(project=project)
+    opening, sentence = alert.opening_evidence, alert.summary
+
+    run_hourly(project, alert.opened_at + dt.timedelta(hours=3), alert.opened_at + dt.timedelta(hours=4))
+
+    alert.refresh_from_db()
+    assert alert.opening_evidence == opening and alert.summary == sentence
+    assert sentence.startswith(f"Retry rate of {expected.tool} rose from ") and " % of calls (" in sentence
+    assert opening["statistics"]["mode"] == "open" and opening["statistics"]["evaluated"]
+    # The latest evaluation judges recovery; its own line is in the latest evidence.
+    assert alert.evidence["statistics"]["mode"] == "hold"
+    assert alert.evidence["summary"] and alert.evidence["evaluated_at"] != opening["evaluated_at"]
+
+
+def test_the_chart_points_cover_the_whole_baseline_one_per_hour_with_gaps_as_none():
+    scenario = scenarios.generate("s2_retry_ramp", 4)
+    expected = scenario.expected[0]
+    gap = expected.onset - dt.timedelta(days=3)  # an hour without calls inside the baseline
+    series = {tool: [b for b in buckets if b.start != gap] for tool, buckets in scenario.series.items()}
+    project = make_project()
+    store(project, scenario, series=series)
+    run_hourly(project, expected.onset, expected.deadline + dt.timedelta(hours=2))
+
+    evidence = Alert.objects.get(project=project).opening_evidence
+    starts = [dt.datetime.fromisoformat(point["start"]) for point in evidence["hourly"]]
+    baseline = [dt.datetime.fromisoformat(moment) for moment in evidence["baseline"]]
+    recent = [dt.datetime.fromisoformat(moment) for moment in evidence["recent"]]
+    assert starts[0] == baseline[0] and starts[-1] == recent[1] - dt.timedelta(hours=1)
+    assert all(b - a == dt.timedelta(hours=1) for a, b in zip(starts, starts[1:]))
+    hole = evidence["hourly"][starts.index(gap)]
+    assert hole["calls"] == 0 and hole["retry_rate"] is None and hole["error_rate"] is None
+
+
+def test_a_range_evaluation_opens_alerts_at_the_hours_they_would_have_opened_once():
+    from dashboard.alerting.evaluation import drift_evaluate_range
+
+    scenario = scenarios.generate("s6_recovery", 3)
+    expected = scenario.expected[0]
+    project = make_project()
+    store(project, scenario)  # all of it arrives at once, after the fact: nothing was judged
+    since, until = expected.onset - dt.timedelta(hours=6), expected.resolve_deadline + dt.timedelta(hours=6)
+    replayed = drift.replay(scenario.series[expected.tool], since, until)
+    episodes = [(e.kind, e.opened, e.resolved) for e in replayed.episodes]
+    assert ("retry_rise_flat_error", episodes[0][1], episodes[0][2]) in episodes and episodes[0][2] is not None
+
+    made = drift_evaluate_range(project_id=project.pk, since=since, until=until)
+
+    alerts = list(Alert.objects.filter(project=project, tool=expected.tool).order_by("opened_at"))
+    assert [(a.kind, a.opened_at, a.resolved_at) for a in alerts] == episodes
+    assert alerts[0].status == "resolved" and alerts[0].resolved_by == "auto"
+    assert alerts[0].summary.startswith(f"Retry rate of {expected.tool} rose from")
+    assert not alerts[0].deliveries.exists()  # over already: recorded, not announced
+    assert len(made) == Alert.objects.filter(project=project).count()
+    # Again, or over a wider range: what was alerted is not alerted again.
+    assert drift_evaluate_range(project_id=project.pk, since=since - dt.timedelta(hours=3), until=until) == []
+
+
+def test_a_range_evaluation_does_not_re_alert_what_the_job_already_alerted():
+    from dashboard.alerting.evaluation import drift_evaluate_range
+
+    scenario = scenarios.generate("s2_retry_ramp", 4)
+    expected = scenario.expected[0]
+    project = make_project()
+    store(project, scenario)
+    run_hourly(project, expected.onset, expected.deadline + dt.timedelta(hours=2))
+    (alert,) = Alert.objects.filter(project=project)
+
+    made = drift_evaluate_range(project_id=project.pk, since=expected.onset - dt.timedelta(hours=12),
+                                until=expected.deadline)  # fmt: skip
+
+    assert [a for a in made if a.tool == expected.tool] == []
+    assert Alert.objects.filter(project=project, tool=expected.tool).count() == 1
+    alert.refresh_from_db()
+    assert alert.status == "open"
+
+
+def test_the_evaluate_drift_command_evaluates_a_range_and_says_what_it_opened():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    scenario = scenarios.generate("s6_recovery", 3)
+    expected = scenario.expected[0]
+    project = make_project()
+    store(project, scenario)
+    out = StringIO()
+    since = (expected.onset - dt.timedelta(hours=6)).isoformat()
+    until = (expected.resolve_deadline + dt.timedelta(hours=6)).isoformat()
+
+    call_command("evaluate_drift", "--project", project.slug, "--since", since, "--until", until, stdout=out)
+
+    assert Alert.objects.filter(project=project, tool=expected.tool, kind="retry_rise_flat_error").count() == 1
+    assert f"retry_rise_flat_error on {expected.tool}" in out.getvalue()
+
+
+def test_queued_buckets_for_past_hours_give_the_hours_whose_windows_hold_them():
+    from dashboard.alerting.evaluation import backfilled_range
+    from ingest.models import ChangedBucket
+
+    project = make_project()
+    now = dt.datetime(2025, 1, 20, 12, 7, tzinfo=dt.UTC)
+    ChangedBucket.objects.create(project=project, bucket_start=dt.datetime(2025, 1, 20, 11, 55, tzinfo=dt.UTC))
+    assert backfilled_range(project_id=project.pk, now=now) is None  # the job judges these itself
+
+    for start in (dt.datetime(2025, 1, 13, 9, 5, tzinfo=dt.UTC), dt.datetime(2025, 1, 14, 2, 40, tzinfo=dt.UTC)):
+        ChangedBucket.objects.create(project=project, bucket_start=start)
+
+    since, until = backfilled_range(project_id=project.pk, now=now)
+    assert since == dt.datetime(2025, 1, 13, 9, tzinfo=dt.UTC)
+    assert until == dt.datetime(2025, 1, 14, 9, tzinfo=dt.UTC)  # 2:00 + the 6 h windows + 1 h
+
+
+def test_notices_carry_the_opening_sentence_and_an_absolute_link_to_the_alert_page(settings):
+    from django.utils import timezone
+
+    from dashboard.alerting.transports import email_body, notice_build, slack_payload, webhook_payload
+    from dashboard.models import AlertChannel, Delivery
+
+    settings.TOOLWATCH_BASE_URL = "https://toolwatch.example.com"
+    scenario = scenarios.generate("s2_retry_ramp", 4)
+    expected = scenario.expected[0]
+    project = make_project()
+    AlertChannel.objects.create(project=project, kind="email", name="ops", target="ops@example.com")
+    store(project, scenario)
+    run_hourly(project, expected.onset, expected.deadline + dt.timedelta(hours=2))
+    delivery = Delivery.objects.select_related("alert", "channel__project").get(event="opened")
+
+    notice = notice_build(delivery=delivery, now=timezone.now())
+
+    url = f"https://toolwatch.example.com/p/{project.slug}/alerts/{delivery.alert_id}/"
+    sentence = delivery.alert.summary
+    assert sentence.startswith(f"Retry rate of {expected.tool} rose from ")
+    assert sentence in email_body(notice) and f"Alert page: {url}" in email_body(notice)
+    assert webhook_payload(notice)["alert"]["url"] == url
+    assert url in json.dumps(slack_payload(notice))

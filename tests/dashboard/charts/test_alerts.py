@@ -9,7 +9,7 @@ from dashboard.charts.alerts import alert_evidence_figure
 from dashboard.charts.health import ingest_health_figure
 from dashboard.models import Alert
 from dashboard.selectors.alerts import evidence_of, format_number
-from dashboard.selectors.health import ingest_health_from_rows
+from dashboard.selectors.health import health_step, ingest_health_from_rows
 
 HOSTILE = "<script>alert(1)</script><b>x</b>"
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
@@ -161,6 +161,14 @@ def test_the_ingest_chart_has_one_trace_per_outcome_and_escapes_reasons_in_its_h
     assert "<script>" not in json.dumps(figure)
 
 
+def test_the_evidence_chart_shows_rates_as_percentages_as_every_page_does():
+    figure = alert_evidence_figure(evidence_of(alert_with(stored_evidence())), kind="retry_rise_flat_error", tool="x")
+
+    assert figure["layout"]["yaxis"]["tickformat"] == ".1~%"
+    rates = [trace for trace in figure["data"] if trace["type"] == "scatter"]
+    assert rates and all("%{y:.1%}" in trace["hovertemplate"] for trace in rates)
+
+
 def test_the_evidence_charts_calls_axis_ticks_whole_numbers_of_its_own():
     figure = alert_evidence_figure(evidence_of(alert_with(stored_evidence())), kind="retry_rise_flat_error", tool="x")
     calls = figure["layout"]["yaxis2"]
@@ -177,3 +185,17 @@ def test_the_ingest_chart_draws_its_dates_once_under_the_lower_panel_and_counts_
     assert layout["yaxis2"]["domain"][1] < layout["yaxis"]["domain"][0]
     assert layout["yaxis2"]["tickformat"] == layout["yaxis"]["tickformat"] == ",d"
     assert layout["yaxis2"]["dtick"] == 1  # two refusals: 0, 1, 2, not 0.5 steps
+
+
+def test_a_short_range_of_ingest_health_is_drawn_at_five_minutes_not_as_a_ramp_between_two_hours():
+    start, end = NOW - HOUR, NOW
+    step = health_step(start, end)
+    rows = [{"hour": NOW - dt.timedelta(minutes=10), "outcome": "accepted", "reason": "", "total": 7}]
+    report = ingest_health_from_rows(rows, start, end, step)
+
+    assert step == 300 and len(report.hours) in (12, 13)
+    assert sum(report.series["accepted"]) == 7 and report.series["accepted"].count(7) == 1
+    assert health_step(NOW - 24 * HOUR, NOW) == 3600
+    # Hourly for long ranges: five-minute rows sum into their hour.
+    hourly = ingest_health_from_rows(rows * 2, NOW - 24 * HOUR, NOW)
+    assert sum(hourly.series["accepted"]) == 14 and hourly.series["accepted"].count(14) == 1

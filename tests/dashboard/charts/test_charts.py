@@ -46,7 +46,7 @@ def test_a_rate_figure_draws_the_rate_over_its_baseline_band():
     figure = rate_figure(points(), band(), metric="retry_rate", tool="search")
 
     low, high, baseline, rate = figure["data"]
-    assert high["fill"] == "tonexty" and high["y"][:1] == [0.15] and low["y"][-1] is None
+    assert high["fill"] == "tonexty" and high["y"][:1] == [0.15] and len(low["y"]) == 4  # the last step has no band
     assert baseline["y"][0] == 0.1 and baseline["line"]["dash"] == "dot"
     assert rate["line"]["color"] == METRIC_COLOURS["retry_rate"]
     assert rate["x"][0] == "2026-08-01T00:00:00Z"
@@ -112,10 +112,41 @@ def test_a_sparkline_is_a_path_of_numbers_broken_where_quiet():
     assert path.split(" ") == ["M0.0,10.0", "L25.0,0.0", "M75.0,20.0", "L100.0,0.0"]
 
 
-def test_a_sparkline_of_a_quiet_tool_is_empty_and_a_lone_point_shows():
+def test_a_sparkline_of_a_quiet_tool_or_of_one_point_is_empty_not_a_stray_dot():
     assert sparkline_path([None, None]) == ""
-    assert sparkline_path([None, 0.5]).endswith("h2")
+    assert sparkline_path([None, 0.5]) == ""  # one point is no trend: the page says so in words
     assert sparkline_path([0.0, 0.0])  # all zero: a flat line at the bottom, not a division by zero
+
+
+def test_the_baseline_band_is_filled_per_run_of_steps_so_no_wedge_spans_a_gap():
+    gapped = [{"baseline": 0.1, "low": 0.05, "high": 0.15}] * 2 + [None] * 2 + [{"baseline": 0.2, "low": 0.1, "high": 0.3}]
+    figure = rate_figure(points(), gapped, metric="error_rate", tool="search")
+
+    fills = [trace for trace in figure["data"] if trace.get("fill") == "tonexty"]
+    assert [len(trace["x"]) for trace in fills] == [2, 1]
+    assert all(None not in trace["y"] for trace in figure["data"] if trace["name"] in ("band low", "baseline band"))
+    assert [trace["showlegend"] for trace in fills] == [True, False]
+    baseline, rate = figure["data"][-2:]
+    assert baseline["y"][2:4] == [None, None] and baseline["connectgaps"] is False
+    assert rate["connectgaps"] is False
+
+
+def test_every_axis_grows_its_margin_to_fit_its_ticks():
+    figures = [
+        rate_figure(points(), band(), metric="error_rate", tool="search"),
+        volume_figure(points(), tool="search"),
+        classes_figure(points()),
+        latency_figure(points()),
+    ]
+    for figure in figures:
+        axes = [value for name, value in figure["layout"].items() if name.startswith(("xaxis", "yaxis"))]
+        assert axes and all(axis["automargin"] is True for axis in axes)
+
+
+def test_volume_and_classes_say_what_they_count_calls_or_attempts():
+    names = [trace["name"] for trace in volume_figure(points(), tool="search")["data"]]
+    assert names == ["logical calls, search", "attempts (spans)"]
+    assert "failed calls" in classes_figure(points())["data"][0]["hovertemplate"]
 
 
 def test_a_count_axis_ticks_whole_numbers_only():

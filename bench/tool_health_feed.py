@@ -1,0 +1,300 @@
+"""Requests per second and latency of the tool-health feed (docs/contract/tool-health.md) on one
+server process, polled with and without If-None-Match, through the old path (Django and DRF:
+`config.wsgi:django_application`) and the new one (the fast path in front of it,
+dashboard/feed/fast.py: `config.wsgi:application`), in one run on the same setup.
+
+    .venv/bin/python bench/tool_health_feed.py [--tools 50] [--tokens 300] [--connections 8]
+        [--seconds 5] [--worker-class gthread|sync] [--threads 4] [--rounds 1] [--cache-url redis://127.0.0.1:6379/13]
+        [--load-generator wrk|python] [--paths old,new]
+        [--database-url postgres://postgres@127.0.0.1:5432/toolwatch_feed_bench]
+
+A benchmark that prints figures, not a test. Setup: drop and recreate the bench database,
+migrate, a project with `--tokens` members, each with a personal token (`read` scope): an
+agent fleet, so that each user's `agent` throttle history is what production keeps (600
+entries at most at the default rate), not one user's 120,000 a minute. `--tools` tools'
+5-minute rollups in the window and hourly ones over the baseline week, an open alert, and the
+snapshot computed. Then, per path and round, one real server process: gunicorn, one worker
+(`-w 1`), its gthread worker with `--threads` threads (keep-alive; `--worker-class sync`: compose's
+sync worker, one request per connection), DEBUG off, the `agent`
+throttle on with a rate no bench reaches (TOOLWATCH_THROTTLE_AGENT, counted in the default
+cache: this process's memory, or `--cache-url`'s Redis as compose runs it). The load: `wrk`
+(Debian's package) on `--connections` keep-alive connections, each request with the next
+token of the fleet (a Lua script sets Authorization and If-None-Match), or, without wrk,
+`--connections` Python client processes (which are then the limit). After a 2 s warm-up (every
+token's first lookup, its last-use write and its access-log row), `--seconds` with the ETag
+(every answer a 304), then without (every answer the whole document, 200). Per path and mode:
+requests/s, p50 / p99 / max latency, errors and the body size. `bare`, a WSGI callable that
+answers a fixed 304 and does nothing, is the same server's ceiling at that moment. The load generator shares the
+machine's cores with the server, so on a 2-core box the figures are floors; the load average
+is printed beside each phase. The target: 2,000 requests/s of 304s on one worker. The last line
+holds, per path (old, new) and mode (200, 304), the best round's figures:
+    new_200_rps=… new_200_p99_ms=… new_304_rps=… new_304_p99_ms=… old_200_rps=… …
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import http.client
+import multiprocessing
+import os
+import re
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+APPS = {"old": "config.wsgi:django_application", "new": "config.wsgi:application", "bare": "bench.tool_health_feed:bare"}
+RATE = "100000000/min"  # never reached: the bench measures the work of counting, not refusals
+
+WRK_SCRIPT = r"""
+local path, etag = os.getenv("FEED_PATH"), os.getenv("FEED_ETAG")
+local tokens = {}
+for line in io.lines(os.getenv("FEED_TOKENS")) do tokens[#tokens + 1] = line end
+local requests, n = {}, 0
+function init(args)
+  for i, token in ipairs(tokens) do
+    local headers = {["Authorization"] = "Bearer " .. token, ["Accept"] = "application/json"}
+    if etag ~= "" then headers["If-None-Match"] = etag end
+    requests[i] = wrk.format("GET", path, headers)
+  end
+  n = math.random(#requests)
+end
+function request()
+  n = n % #requests + 1
+  return requests[n]
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("WRK requests=%d duration_us=%d p50_us=%d p99_us=%d max_us=%d status_errors=%d socket_errors=%d\n",
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), latency.max, e.status,
+    e.connect + e.read + e.write + e.timeout))
+end
+"""
+
+
+def bare(environ, start_response):
+    """The server's ceiling: a WSGI callable that answers every request with a fixed 304 and no work."""
+    start_response("304 Not Modified", [("ETag", environ.get("HTTP_IF_NONE_MATCH") or '"x"'), ("Content-Length", "0")])
+    return [b""]
+
+
+def setup(url: str, tools: int, fleet: int) -> tuple[str, list[str]]:
+    """The bench database, its project and the fleet's tokens; returns (slug, tokens)."""
+    import psycopg
+
+    base, _, name = url.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    os.environ["DATABASE_URL"] = url
+    os.environ["DEBUG"] = "0"
+    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))  # the server process inherits it
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connections
+    from django.utils import timezone
+
+    from dashboard import tokens
+    from dashboard.feed.snapshot import baseline_window, feed_window, tool_health_refresh
+    from dashboard.models import Alert, ToolRollup, ToolRollupTotal
+    from ingest.models import Membership, Project
+
+    call_command("migrate", interactive=False, verbosity=0)
+    project = Project.objects.create(name="Feed bench", slug="feed-bench")
+    User = get_user_model()  # noqa: N806
+    users = User.objects.bulk_create([User(username=f"agent{n:04d}", password="!") for n in range(fleet)])
+    Membership.objects.bulk_create([Membership(project=project, user=user, role=Membership.Role.MEMBER) for user in users])
+    plain = [tokens.api_token_create(user=user, name="bench", scopes=["read"])[1] for user in users]
+    now = timezone.now()
+    start, end = feed_window(now)
+    base_start, base_end = baseline_window(now)
+    rows = []
+    for n in range(tools):
+        tool = f"tool_{n:02d}"
+        for k in range(3):
+            rows.append(ToolRollupTotal(project=project, resolution=ToolRollup.Resolution.FIVE_MINUTES,
+                                        bucket_start=start + dt.timedelta(minutes=5 * k), tool=tool, calls=100,
+                                        errors=n % 7, err_transient=n % 7, retries=n % 11))  # fmt: skip
+        hour = base_start
+        while hour < base_end:
+            rows.append(ToolRollupTotal(project=project, resolution=ToolRollup.Resolution.HOUR, bucket_start=hour,
+                                        tool=tool, calls=1200, errors=12, err_transient=12, retries=60))  # fmt: skip
+            hour += dt.timedelta(hours=1)
+    ToolRollupTotal.objects.bulk_create(rows, batch_size=5000)
+    Alert.objects.create(project=project, tool="tool_03", kind="retry_rise_flat_error", opened_at=now, last_seen_at=now,
+                         summary="retries up 2.1x while errors stay flat")  # fmt: skip
+    tool_health_refresh(project_id=project.pk, now=now)
+    connections.close_all()
+    return project.slug, plain
+
+
+def serve(url: str, app: str, worker: str, threads: int, cache_url: str) -> tuple[subprocess.Popen, int]:
+    env = {**os.environ, "DATABASE_URL": url, "DEBUG": "0", "TOOLWATCH_THROTTLE_AGENT": RATE,
+           "TOOLWATCH_CACHE_URL": cache_url}  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", app, "-w", "1", "-k", worker, "--threads", str(threads),
+         "-b", "127.0.0.1:0", "--keep-alive", "30", "--log-level", "info"],
+        cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = server.stderr.readline()
+        found = re.search(r"Listening at: http://127\.0\.0\.1:(\d+)", line)
+        if found:
+            # Keep reading its log so that the pipe never fills and blocks the server.
+            threading.Thread(target=_drain, args=(server.stderr,), daemon=True).start()
+            return server, int(found.group(1))
+        if server.poll() is not None:
+            break
+    server.kill()
+    raise SystemExit("the server did not start")
+
+
+def _drain(stream) -> None:
+    for line in stream:
+        if "Traceback" in line or "ERROR" in line:
+            print("server:", line.rstrip(), file=sys.stderr)
+
+
+def get(port: int, path: str, headers: dict) -> tuple[int, bytes, str | None]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", path, headers=headers)
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    return response.status, body, response.getheader("ETag")
+
+
+def wrk_load(port: int, path: str, token_file: str, etag: str, connections: int, seconds: float) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(WRK_SCRIPT)
+    env = {**os.environ, "FEED_PATH": path, "FEED_ETAG": etag, "FEED_TOKENS": token_file}
+    try:
+        out = subprocess.run(
+            ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "-s", script.name,
+             f"http://127.0.0.1:{port}{path}"],
+            env=env, capture_output=True, text=True, timeout=seconds + 60, check=True,
+        ).stdout  # fmt: skip
+    finally:
+        os.unlink(script.name)
+    figures = dict(re.findall(r"(\w+)=(\d+)", out.split("WRK ", 1)[1]))
+    n, duration = int(figures["requests"]), int(figures["duration_us"]) / 1e6
+    return {"rps": n / duration, "p50_ms": int(figures["p50_us"]) / 1000, "p99_ms": int(figures["p99_us"]) / 1000,
+            "max_ms": int(figures["max_us"]) / 1000, "errors": int(figures["status_errors"]) + int(figures["socket_errors"])}  # fmt: skip
+
+
+def client(port: int, path: str, tokens: list[str], etag: str, seconds: float, out) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    latencies, errors, n = [], 0, secrets.randbelow(len(tokens))
+    stop = time.monotonic() + seconds
+    while (began := time.perf_counter()) and time.monotonic() < stop:
+        n = (n + 1) % len(tokens)
+        headers = {"Authorization": f"Bearer {tokens[n]}", "Accept": "application/json"}
+        if etag:
+            headers["If-None-Match"] = etag
+        conn.request("GET", path, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        latencies.append(time.perf_counter() - began)
+        errors += response.status >= 400
+    conn.close()
+    out.put((latencies, errors))
+
+
+def python_load(port: int, path: str, tokens: list[str], etag: str, connections: int, seconds: float) -> dict:
+    out = multiprocessing.Queue()
+    workers = [multiprocessing.Process(target=client, args=(port, path, tokens, etag, seconds, out))
+               for _ in range(connections)]  # fmt: skip
+    began = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    results = [out.get() for _ in workers]
+    for worker in workers:
+        worker.join()
+    elapsed = time.perf_counter() - began
+    latencies = sorted(x for lat, _ in results for x in lat)
+    q = statistics.quantiles(latencies, n=100)
+    return {"rps": len(latencies) / elapsed, "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000,
+            "max_ms": latencies[-1] * 1000, "errors": sum(e for _, e in results)}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/toolwatch_feed_bench")
+    parser.add_argument("--tools", type=int, default=50)
+    parser.add_argument("--tokens", type=int, default=300, help="agents polling, each its own user and token")
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--worker-class", choices=("gthread", "sync"), default="gthread",
+                        help="gunicorn's: gthread keeps connections alive; sync (compose's) answers one per connection")
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=1, help="old and new paths alternated this many times")
+    parser.add_argument("--paths", default="old,new,bare", help="bare: a WSGI callable doing nothing, the server's ceiling")
+    parser.add_argument("--cache-url", default="", help="TOOLWATCH_CACHE_URL of the server (default: its memory)")
+    parser.add_argument("--load-generator", choices=("wrk", "python"), default="wrk" if shutil.which("wrk") else "python")
+    args = parser.parse_args()
+
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    slug, tokens = setup(args.database_url, args.tools, args.tokens)
+    path = f"/api/v1/projects/{slug}/tool-health/"
+    with tempfile.NamedTemporaryFile("w", suffix=".tokens", delete=False) as token_file:
+        token_file.write("\n".join(tokens) + "\n")
+
+    def load(port: int, etag: str, seconds: float) -> dict:
+        if args.load_generator == "wrk":
+            return wrk_load(port, path, token_file.name, etag, args.connections, seconds)
+        return python_load(port, path, tokens, etag, args.connections, seconds)
+
+    figures: dict[tuple[str, str], list[dict]] = {}
+    try:
+        for _ in range(args.rounds):
+            for name in args.paths.split(","):
+                server, port = serve(args.database_url, APPS[name], args.worker_class, args.threads, args.cache_url)
+                try:
+                    status, body, etag = get(port, path, {"Authorization": f"Bearer {tokens[0]}"})
+                    assert (status == 304) if name == "bare" else (status == 200 and etag), (status, body[:300])
+                    unchanged = get(port, path, {"Authorization": f"Bearer {tokens[1]}", "If-None-Match": etag})[0]
+                    assert unchanged == 304, unchanged
+                    load(port, etag, 2.0)  # warm-up: every token's lookup, last-use write and access-log row
+                    for mode, sent in (("304", etag), ("200", "")) if name != "bare" else (("304", etag),):
+                        loadavg = os.getloadavg()
+                        result = load(port, sent, args.seconds)
+                        result["bytes"], result["load"] = (0 if sent else len(body)), loadavg
+                        figures.setdefault((name, mode), []).append(result)
+                        print(f"{name} path {mode}: {result['rps']:7.0f} requests/s  p50 {result['p50_ms']:6.2f} ms  "
+                              f"p99 {result['p99_ms']:6.2f} ms  max {result['max_ms']:7.1f} ms  errors {result['errors']}  "
+                              f"body {result['bytes']} bytes  load {loadavg[0]:.2f} {loadavg[1]:.2f} {loadavg[2]:.2f}",
+                              flush=True)  # fmt: skip
+                finally:
+                    server.terminate()
+                    server.wait(timeout=10)
+    finally:
+        os.unlink(token_file.name)
+
+    cache = args.cache_url or "the worker's memory"
+    worker = f"gthread, {args.threads} threads, keep-alive" if args.worker_class == "gthread" else "sync (a connection a request)"
+    print(f"server: gunicorn, 1 worker process, {worker}; load: {args.load_generator}, "
+          f"{args.connections} connections, {args.tokens} tokens in turn; {args.tools} tools; throttle counts in {cache}; "
+          f"{os.cpu_count()} cores shared with the load generator")  # fmt: skip
+    print(f"load average at end: {os.getloadavg()}")
+    best = {key: max(runs, key=lambda r: r["rps"]) for key, runs in figures.items()}
+    print(" ".join(f"{name}_{mode}_rps={best[name, mode]['rps']:.0f} {name}_{mode}_p99_ms={best[name, mode]['p99_ms']:.2f}"
+                   for name, mode in sorted(best)))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
