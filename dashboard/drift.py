@@ -973,24 +973,29 @@ def _hold_check(
     return _Outcome(holds, hours, base, stats)
 
 
+def _pct(rate: float) -> str:
+    """A rate as the pages show every rate: a percentage, three significant digits."""
+    return f"{rate * 100:.3g} %"
+
+
 def _summary(kind: str, o: _Outcome, is_open: bool) -> str:
     s = o.stats
     if s is None:
         return f"{kind}: still open, {o.reason}" if is_open else f"{kind}: not evaluated, {o.reason}"
     if kind == RETRY_RISE_FLAT_ERROR:
         text = (
-            f"retry rate {s['recent_retry_rate']:.3g} vs baseline {s['baseline_retry_rate']:.3g} "
+            f"retry rate {_pct(s['recent_retry_rate'])} vs baseline {_pct(s['baseline_retry_rate'])} "
             f"(z={s['rescued_z']:.1f} on rescued calls, {s['retry_z']:.1f} on retries) "
-            f"while error rate {s['recent_error_rate']:.3g} vs {s['baseline_error_rate']:.3g}"
+            f"while error rate {_pct(s['recent_error_rate'])} vs {_pct(s['baseline_error_rate'])}"
         )
     elif kind == ERROR_RATE_SPIKE:
         text = (
-            f"error rate {s['recent_error_rate']:.3g} vs baseline {s['baseline_error_rate']:.3g} "
+            f"error rate {_pct(s['recent_error_rate'])} vs baseline {_pct(s['baseline_error_rate'])} "
             f"(z={s['error_z']:.1f})"
         )
     elif kind == WASTED_RETRIES:
         text = (
-            f"wasted retries per call {s['recent_wasted_rate']:.3g} vs baseline {s['baseline_wasted_rate']:.3g} "
+            f"wasted retries per 100 calls {s['recent_wasted_rate'] * 100:.3g} vs baseline {s['baseline_wasted_rate'] * 100:.3g} "
             f"(z={s['wasted_z']:.1f}; vs floor {s['floor_z']:.1f})"
         )
     else:

@@ -76,6 +76,10 @@ class AlertDetailSerializer(AlertSerializer):
         help_text="The numbers, windows (recent, baseline), statistics (with thresholds), hourly rates and "
         "sample trace ids of the latest firing finding."
     )
+    opening_evidence = serializers.JSONField(
+        help_text="The same, of the evaluation that opened the alert: written once, never changed "
+        "({} for alerts opened before Toolwatch kept it)."
+    )
     deliveries = AlertDeliverySerializer(many=True, source="delivery_log", help_text="Oldest first.")
 
 

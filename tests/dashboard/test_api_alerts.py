@@ -68,10 +68,13 @@ def test_the_list_makes_a_fixed_number_of_queries(member_client, project, django
 
 def test_one_alert_comes_with_its_evidence_and_delivery_log_but_no_channel_target_or_secret(member_client, project):
     alert = make_alert(project)
+    Alert.objects.filter(pk=alert.pk).update(opening_evidence={"statistics": {"recent_calls": 1200}})
     delivery = make_delivery(alert)
 
     response = member_client.get(f"{API}/alerts/{alert.pk}/")
     body = response.json()
+
+    assert body["opening_evidence"] == {"statistics": {"recent_calls": 1200}}  # why it opened, beside the latest
 
     assert body["evidence"]["sample_trace_ids"] == [TRACE_ID]
     assert body["evidence"]["statistics"]["recent_calls"] == 2480

@@ -262,8 +262,8 @@ def test_a_retry_rise_with_flat_errors_fires_and_says_so():
     assert s["window_hours"] == 6  # both windows fire; the stronger evidence is reported
     assert (s["recent_retry_rate"], s["baseline_retry_rate"]) == (pytest.approx(0.196), pytest.approx(0.096))
     assert s["error_flat"] is True and s["retry_z"] >= s["z_required"]
-    assert f.summary.startswith("retry rate 0.196 vs baseline 0.096 (z=")
-    assert "while error rate 0.04 vs 0.04" in f.summary
+    assert f.summary.startswith("retry rate 19.6 % vs baseline 9.6 % (z=")
+    assert "while error rate 4 % vs 4 %" in f.summary
 
 
 def chains(hours: int, *, retries: int, failed: int, since: int, retries_after: int, failed_after: int) -> list[Bucket]:

@@ -4,6 +4,7 @@ a project with failed tool calls, rollups and an open alert, and the SDK's own c
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import httpx2
@@ -82,9 +83,17 @@ async def _with_client(url: str, token: str | None, mode: str, work):
             return await work(client)
 
 
+def run_async(function, *args):
+    """anyio.run on a thread of its own: the browser tests' Playwright (its sync API) keeps an
+    event loop running in the main thread for the whole session, and anyio refuses to start
+    another there."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, function, *args).result()
+
+
 def over_http(url: str, token: str | None, work, *, mode: str = "auto"):
     """Run `await work(client)` with the SDK's client connected to `url`/mcp over Streamable HTTP."""
-    return anyio.run(_with_client, url, token, mode, work)
+    return run_async(_with_client, url, token, mode, work)
 
 
 def call_tool(url: str, token: str, name: str, arguments: dict | None = None, *, mode: str = "auto"):

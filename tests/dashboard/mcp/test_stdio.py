@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 
 from dashboard import tokens
 from dashboard.models import AgentAccess
-from tests.dashboard.mcp.conftest import FAILED_SPAN, token_for
+from tests.dashboard.mcp.conftest import FAILED_SPAN, run_async, token_for
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -52,7 +52,7 @@ def over_stdio(database_url: str, args: list[str], work, *, env: dict | None = N
         async with Client(params) as client:
             return await work(client)
 
-    return anyio.run(run)
+    return run_async(run)
 
 
 def test_a_token_file_authenticates_and_calls_are_logged(transactional_db, member, traffic, tmp_path, request):
