@@ -4,7 +4,8 @@ On PostgreSQL, `Span` and `ToolCall` are range-partitioned by day on `start_time
 (migration 0002, raw SQL beside it; partitions are managed by `ingest.partitions`).
 Their uniqueness there is (project, trace_id, span_id, start_time): a partitioned
 table's unique index must contain the partition key, and a replayed span keeps its
-start time, so replays still dedupe.
+start time, so replays still dedupe. Their id columns have no index there (migration 0012):
+nothing looks a span or a tool call up by id.
 """
 
 from __future__ import annotations
@@ -109,6 +110,23 @@ class Resource(models.Model):
         return f"{self.attributes.get('service.name', 'unknown_service')} ({self.digest.hex()})"
 
 
+class WholeJSONField(models.JSONField):
+    """A JSONField kept as PostgreSQL `json` (its text, checked on input), not `jsonb`, for
+    values written once and only ever read whole (a span's attributes, events and links: the
+    trace page, eval snapshots, reclassification), never looked into by a query. jsonb's
+    conversion into its binary form cost PostgreSQL ~4 µs a span at ingest, a fifth of its
+    CPU per span (docs/benchmarks.md, "Ingest at half the CPU"). Lookups into it
+    (attributes__key) are not supported on PostgreSQL. SQLite stores JSONField as text anyway."""
+
+    def db_type(self, connection):
+        return "json" if connection.vendor == "postgresql" else super().db_type(connection)
+
+    def from_db_value(self, value, expression, connection):
+        if value is not None and not isinstance(value, str):
+            return value  # psycopg has decoded `json` already (Django decodes jsonb's text itself)
+        return super().from_db_value(value, expression, connection)
+
+
 class SpanQuerySet(models.QuerySet):
     def with_resource_attributes(self) -> SpanQuerySet:
         """Spans with `resource_attributes`: their resource's attributes (None if it is gone),
@@ -139,15 +157,15 @@ class Span(models.Model):
     scope_version = models.CharField(max_length=256, blank=True, default="")
     # The agent this span itself names (gen_ai.agent.name), for resolving tool calls' agents.
     agent = models.CharField(max_length=256, blank=True, default="")
-    attributes = models.JSONField(default=dict)
+    attributes = WholeJSONField(default=dict)
     # Its resource's attributes, stored once (Span.objects.with_resource_attributes() reads
     # them). No database-level foreign key, as for project; no index: nothing looks spans up
     # by resource.
     resource = models.ForeignKey(
         Resource, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False, related_name="+"
     )
-    events = models.JSONField(default=list)
-    links = models.JSONField(default=list)
+    events = WholeJSONField(default=list)
+    links = WholeJSONField(default=list)
     trace_state = models.TextField(blank=True, default="")
     flags = models.BigIntegerField(default=0)
     received_at = models.DateTimeField(default=timezone.now)

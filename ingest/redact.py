@@ -236,7 +236,26 @@ _TOKEN_RUN_RE = re.compile(r"[%s]{%d,}" % (_TOKEN_CHARS, TOKEN_RUN_CHARS))
 # (every token pattern's lookbehind but the JWT's, whose "eyj" is looked for anywhere in the
 # runs). Shorter cues first, so that where cues overlap the one found covers the longer ones.
 _TOKEN_CUES = tuple(sorted(set(_OWN_TOKEN_CUES + RULE_CUES) - {"eyj"}, key=lambda cue: (len(cue), cue)))
-_TOKEN_CUE_RE = re.compile(r"[^a-z0-9](?=(%s))" % "|".join(re.escape(cue) for cue in _TOKEN_CUES))
+
+
+def _trie_pattern(words) -> str:
+    """A regex matching any of `words`, branching one character at a time (re tries a flat
+    alternation's ~90 literals one by one at every position: 6x slower); where one word is a
+    prefix of another, the shorter matches."""
+    rests: dict[str, set[str]] = {}
+    ends = False
+    for word in words:
+        if word:
+            rests.setdefault(word[0], set()).add(word[1:])
+        else:
+            ends = True
+    branches = [re.escape(first) + _trie_pattern(rest) for first, rest in sorted(rests.items())]
+    if not branches:
+        return ""
+    return "(?:" + ("|" if ends else "") + "|".join(branches) + ")"
+
+
+_TOKEN_CUE_RE = re.compile(r"[^a-z0-9](?=(%s))" % _trie_pattern(_TOKEN_CUES))
 # No pattern can match fewer characters than this (e.g. "token=ab").
 MIN_SECRET_CHARS = 8
 # A string longer than its limit is scrubbed only this far past the cut: the rest is
@@ -320,8 +339,9 @@ def _gate(text: str, cues: tuple[str, ...] | None = None) -> list[str]:
     else:
         lowered = text.lower()
         hits = [cue for cue in _WORD_CUES if cue in lowered]
-        if _TOKEN_RUN_RE.search(lowered) is not None:
-            runs = "\n" + "\n".join(_TOKEN_RUN_RE.findall(lowered))
+        runs = _TOKEN_RUN_RE.findall(lowered)
+        if runs:
+            runs = "\n" + "\n".join(runs)
             found = _TOKEN_CUE_RE.findall(runs)
             if found:
                 hits += set(found)

@@ -88,9 +88,23 @@ class JsonbBinaryDumper(Dumper):
         return b"\x01" + dumps_json(obj)
 
 
+class JsonBinaryDumper(JsonbBinaryDumper):
+    """json for binary COPY (a span's attributes, events and links: ingest.models.WholeJSONField):
+    its binary form is the text itself, which PostgreSQL only checks, where jsonb's is converted."""
+
+    oid = 114  # json
+
+    def dump(self, obj) -> bytes:
+        if not obj and (type(obj) is list or type(obj) is dict):
+            return b"[]" if type(obj) is list else b"{}"
+        return dumps_json(obj)
+
+
 def register_jsonb_dumper(context) -> None:
-    """Use JsonbBinaryDumper for the jsonb columns of binary COPYs in `context` (a psycopg connection or cursor)."""
+    """Use JsonbBinaryDumper and JsonBinaryDumper for the jsonb and json columns of binary COPYs
+    in `context` (a psycopg connection or cursor)."""
     context.adapters.register_dumper(None, JsonbBinaryDumper)
+    context.adapters.register_dumper(None, JsonBinaryDumper)
 
 
 def _widths(model) -> dict[str, int]:
@@ -227,7 +241,7 @@ def insert_toolcalls(toolcall_rows: Sequence[tuple]) -> None:
 # PostgreSQL types of the COPY columns, in order: binary COPY needs them exactly.
 SPAN_TYPES = (
     "int8", "text", "text", "text", "text", "int2", "timestamptz", "timestamptz", "int2", "text", "text",
-    "text", "text", "text", "text", "text", "jsonb", "int8", "jsonb", "jsonb", "text", "int8", "timestamptz",
+    "text", "text", "text", "text", "text", "json", "int8", "json", "json", "text", "int8", "timestamptz",
 )  # fmt: skip
 TOOLCALL_TYPES = (
     "int8", "text", "text", "text", "timestamptz", "timestamptz", "float8", "text", "text", "text", "text",
@@ -582,7 +596,11 @@ def update_toolcall_failure(project_id: int, key: Key, call: ToolCallRecord) -> 
         values[name] = _fit(values[name], _CALL_W[name])
     if all(getattr(stored, name) == value for name, value in values.items()):
         return None
-    ToolCall.objects.filter(pk=stored.pk).update(**values)
+    # By its unique key with the start time (one partition, one index probe): the table has no
+    # index on id (ingest/migrations/0012_hot_path.py).
+    ToolCall.objects.filter(
+        project_id=project_id, trace_id=key[0], span_id=key[1], start_time=stored.start_time
+    ).update(**values)
     return stored.start_time
 
 

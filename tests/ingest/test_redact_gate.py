@@ -1,0 +1,100 @@
+"""The redaction gate finds every secret a full scan finds: for a string made to match each
+token-shaped pattern (gitleaks' rules, ingest/secret_rules.py, and VALUE_PATTERNS' own), in
+the contexts such tokens turn up in, scrubbing through the gate equals VALUE_RE.sub over the
+whole string. The strings are drawn from the patterns themselves (a small sampler over
+Python's parsed regex), so a rule added later is covered without a new example."""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from re import _constants as C
+from re import _parser
+
+import pytest
+
+from ingest import redact
+from ingest.limits import DEFAULT_LIMITS
+from ingest.secret_rules import RULES
+
+_CATEGORY = {
+    C.CATEGORY_DIGIT: string.digits,
+    C.CATEGORY_WORD: string.ascii_letters + string.digits + "_",
+    C.CATEGORY_SPACE: " ",
+}
+
+
+def _charset(items) -> str:
+    chars: list[str] = []
+    negate = False
+    for op, arg in items:
+        if op is C.NEGATE:
+            negate = True
+        elif op is C.LITERAL:
+            chars.append(chr(arg))
+        elif op is C.RANGE:
+            chars.extend(chr(c) for c in range(arg[0], arg[1] + 1))
+        elif op is C.CATEGORY:
+            chars.extend(_CATEGORY[arg])
+    if negate:
+        return "".join(c for c in string.ascii_letters + string.digits + " " if c not in chars)
+    return "".join(chars)
+
+
+def _sample(parsed, rng: random.Random) -> str:
+    out = []
+    for op, arg in parsed:
+        if op is C.LITERAL:
+            out.append(chr(arg))
+        elif op is C.NOT_LITERAL:
+            out.append("x" if chr(arg) != "x" else "y")
+        elif op is C.IN:
+            out.append(rng.choice(_charset(arg)))
+        elif op is C.ANY:
+            out.append(rng.choice(string.ascii_letters))
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            low, high, item = arg
+            count = rng.randint(low, min(high, low + 8) if high is not C.MAXREPEAT else low + 8)
+            out.extend(_sample(item, rng) for _ in range(count))
+        elif op is C.SUBPATTERN:
+            out.append(_sample(arg[3], rng))
+        elif op is C.BRANCH:
+            out.append(_sample(rng.choice(arg[1]), rng))
+        elif op in (C.ASSERT, C.ASSERT_NOT, C.AT):
+            continue
+        else:
+            raise NotImplementedError(op)
+    return "".join(out)
+
+
+_TOKEN_PATTERNS = [(name, pattern) for name, _, pattern in RULES] + [
+    (f"own {name}", pattern) for name, pattern in redact.VALUE_PATTERNS if name in redact._TOKEN_PATTERN_NAMES
+]
+_CONTEXTS = ("{}", "x {} y", '{{"token_field": "{}"}}', "see https://example.com/a?b={}&c=1", "path/{}/more", "({})", "x\n{}")
+
+
+@pytest.mark.parametrize(("name", "pattern"), _TOKEN_PATTERNS, ids=[name for name, _ in _TOKEN_PATTERNS])
+def test_a_token_made_by_its_own_pattern_is_scrubbed_as_a_full_scan_scrubs_it(name, pattern):
+    rng = random.Random(name)
+    parsed = _parser.parse(pattern)
+    for _ in range(20):
+        token = _sample(parsed, rng)
+        assert re.fullmatch(pattern, token), (name, token)
+        for context in _CONTEXTS:
+            text = context.format(token)
+            full = redact.VALUE_RE.sub(redact._replace, text)
+            assert redact.scrub_text(text) == full, text
+            # and inside a map, where the gate runs over all of its strings at once
+            stored = redact.redact_attributes({"a": text, "b": "some other value here"}, DEFAULT_LIMITS)["a"]
+            assert stored == full, text
+
+
+def test_the_token_run_length_is_the_shortest_a_token_pattern_can_match():
+    widths = [_parser.parse(pattern).getwidth()[0] for _, pattern in _TOKEN_PATTERNS]
+    assert redact.TOKEN_RUN_CHARS == min(widths)
+
+
+def test_a_string_without_any_cue_is_not_searched_at_all():
+    assert redact._gate("the task runner could not find /home/agent/.config/tool/settings.json") == []
+    assert redact._gate("lookup_order raised TimeoutError after 30.0s calling https://api.example.com/v1/orders/1") == []
