@@ -240,9 +240,10 @@ def _copy_sql(stage: str, table: str, columns: Sequence[str]) -> str:
         # Exception and escalation events carry their own time. (Links, which name other traces,
         # are copied as they are: the fleet makes none.)
         "events": (
-            "CASE WHEN events = '[]'::jsonb THEN events ELSE (SELECT jsonb_agg(e || jsonb_build_object("
+            # events is json (ingest.models.WholeJSONField): worked on as jsonb, stored back as json.
+            "CASE WHEN events::jsonb = '[]'::jsonb THEN events::jsonb ELSE (SELECT jsonb_agg(e || jsonb_build_object("
             "'time_ns', (e ->> 'time_ns')::bigint + %(shift_ns)s::bigint) ORDER BY i) "
-            "FROM jsonb_array_elements(events) WITH ORDINALITY AS x(e, i)) END"
+            "FROM jsonb_array_elements(events::jsonb) WITH ORDINALITY AS x(e, i)) END"
         ),
     }
     select = ", ".join(shifted.get(column, column) for column in columns)
