@@ -111,7 +111,10 @@ class Command(BaseCommand):
             server.del_channel()  # the loop ends once it serves nothing; closing under it breaks select()
             # Its wake-up pipe counts as something served: close it from the loop's own thread, or
             # the loop runs on and the join waits out its whole timeout.
-            server.trigger.pull_trigger(server.trigger.close)
+            try:
+                server.trigger.pull_trigger(server.trigger.close)
+            except OSError:  # the loop ended first and closed its pipe: nothing left to wake
+                pass
             thread.join(timeout=5)
             server.close()
 
