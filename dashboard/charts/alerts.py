@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dashboard.charts.base import METRIC_COLOURS, base_layout, count_axis, iso, segments, text
+from dashboard.charts.base import METRIC_COLOURS, band_traces, base_layout, count_axis, iso, text
 
 if TYPE_CHECKING:  # the selector's data shape, named for readers only: charts import no selector
     from dashboard.selectors.alerts import Evidence
@@ -99,14 +99,7 @@ def alert_evidence_figure(evidence: Evidence, *, kind: str, tool: str) -> dict |
     band = _band(points, kind, evidence.raw_statistics) if own else None
     if band is not None:
         baseline, low, high = band
-        for number, run in enumerate(segments(baseline)):  # no fill across an hour without calls
-            data += [
-                {"type": "scatter", "mode": "lines", "x": x[run.start:run.stop], "y": low[run.start:run.stop],
-                 "name": "band low", "showlegend": False, "line": {"width": 0}, "hoverinfo": "skip"},
-                {"type": "scatter", "mode": "lines", "x": x[run.start:run.stop], "y": high[run.start:run.stop],
-                 "name": "baseline band", "fill": "tonexty", "fillcolor": METRIC_COLOURS["baseline"],
-                 "line": {"width": 0}, "hoverinfo": "skip", "showlegend": number == 0},
-            ]  # fmt: skip
+        data += band_traces(x, low, high, baseline)  # no fill across an hour without calls
         data.append(
             {"type": "scatter", "mode": "lines", "x": x, "y": baseline, "name": "baseline", "connectgaps": False,
              "line": {"color": "#2456d6", "width": 1, "dash": "dot"}, "hovertemplate": "%{y:.1%} baseline<extra></extra>"}

@@ -70,6 +70,21 @@ def segments(values: list) -> list[range]:
     return runs
 
 
+def band_traces(x: list, low: list, high: list, baseline: list) -> list[dict]:
+    """The baseline band as filled traces (low, then high filled to it), one pair per run of
+    points with a baseline (segments), shown once in the legend."""
+    data: list[dict] = []
+    for number, run in enumerate(segments(baseline)):
+        data += [
+            {"type": "scatter", "mode": "lines", "x": x[run.start:run.stop], "y": low[run.start:run.stop],
+             "name": "band low", "showlegend": False, "line": {"width": 0}, "hoverinfo": "skip"},
+            {"type": "scatter", "mode": "lines", "x": x[run.start:run.stop], "y": high[run.start:run.stop],
+             "name": "baseline band", "fill": "tonexty", "fillcolor": METRIC_COLOURS["baseline"],
+             "line": {"width": 0}, "hoverinfo": "skip", "showlegend": number == 0},
+        ]  # fmt: skip
+    return data
+
+
 def iso(moment) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 

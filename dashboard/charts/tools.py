@@ -3,7 +3,15 @@ json_script and drawn by static/js/charts.js). Untrusted strings go through `bas
 
 from __future__ import annotations
 
-from dashboard.charts.base import CLASS_COLOURS, METRIC_COLOURS, base_layout, count_axis, iso, segments, text
+from dashboard.charts.base import (
+    CLASS_COLOURS,
+    METRIC_COLOURS,
+    band_traces,
+    base_layout,
+    count_axis,
+    iso,
+    text,
+)
 
 # --- the overview and tool pages ----------------------------------------------------------
 
@@ -57,15 +65,7 @@ def rate_figure(points: list[dict], band: list[dict | None], *, metric: str, too
     low = [_round(b and b["low"]) for b in band] if band else []
     high = [_round(b and b["high"]) for b in band] if band else []
     base = [_round(b and b["baseline"]) for b in band] if band else []
-    data = []
-    for number, run in enumerate(segments(base)):
-        data += [
-            {"type": "scatter", "mode": "lines", "x": x[run.start:run.stop], "y": low[run.start:run.stop],
-             "name": "band low", "showlegend": False, "line": {"width": 0}, "hoverinfo": "skip"},
-            {"type": "scatter", "mode": "lines", "x": x[run.start:run.stop], "y": high[run.start:run.stop],
-             "name": "baseline band", "fill": "tonexty", "fillcolor": METRIC_COLOURS["baseline"],
-             "line": {"width": 0}, "hoverinfo": "skip", "showlegend": number == 0},
-        ]  # fmt: skip
+    data = band_traces(x, low, high, base)
     if data:
         data.append(
             {"type": "scatter", "mode": "lines", "x": x, "y": base, "name": "baseline", "connectgaps": False,
