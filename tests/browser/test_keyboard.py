@@ -46,4 +46,5 @@ def test_the_skip_link_is_the_first_stop_and_leads_to_the_content(logged_in_page
 
     assert focused(page)["text"] == "Skip to content"
     page.keyboard.press("Enter")
+    page.wait_for_url(lambda url: url.endswith("#main"))  # the fragment navigation lands a moment after the key
     assert page.url.endswith("#main")
