@@ -110,10 +110,28 @@ class Resource(models.Model):
         return f"{self.attributes.get('service.name', 'unknown_service')} ({self.digest.hex()})"
 
 
+class HexIdField(models.CharField):
+    """A trace or span id (lower-case hex), compared byte by byte: on PostgreSQL its collation is "C".
+
+    The unique and look-up indexes on (project, trace_id, span_id) compare ids on every insert
+    (about twenty comparisons a row); under the database's own collation (en_US.UTF-8 in the
+    usual image, C.UTF-8 here) each goes through strcoll(), under "C" through memcmp, which
+    took ~2.8 µs off a row of such an index at ingest (docs/benchmarks.md, "Ingest at half the
+    CPU"). Hex sorts the same either way. Comparing it with a column of the default collation
+    is allowed (the result is "C"). SQLite compares bytes already (BINARY)."""
+
+    def db_parameters(self, connection):
+        params = super().db_parameters(connection)
+        if connection.vendor == "postgresql":
+            params["collation"] = "C"
+        return params
+
+
 class WholeJSONField(models.JSONField):
     """A JSONField kept as PostgreSQL `json` (its text, checked on input), not `jsonb`, for
     values written once and only ever read whole (a span's attributes, events and links: the
-    trace page, eval snapshots, reclassification), never looked into by a query. jsonb's
+    trace page, eval snapshots, reclassification; a tool call's arguments and result), never
+    looked into by a query. jsonb's
     conversion into its binary form cost PostgreSQL ~4 µs a span at ingest, a fifth of its
     CPU per span (docs/benchmarks.md, "Ingest at half the CPU"). Lookups into it
     (attributes__key) are not supported on PostgreSQL. SQLite stores JSONField as text anyway."""
@@ -141,8 +159,8 @@ class Span(models.Model):
     # No database-level foreign key: checking it per row costs the hot write path ~3 µs a
     # span; ingest is the only writer, and deleting a project deletes its rows through Django.
     project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False, db_constraint=False)
-    trace_id = models.CharField(max_length=32)
-    span_id = models.CharField(max_length=16)
+    trace_id = HexIdField(max_length=32)
+    span_id = HexIdField(max_length=16)
     parent_span_id = models.CharField(max_length=16, blank=True, default="")
     name = models.TextField()
     kind = models.SmallIntegerField(default=0)
@@ -194,8 +212,8 @@ class ToolCall(models.Model):
     # No database-level foreign key: checking it per row costs the hot write path ~3 µs a
     # span; ingest is the only writer, and deleting a project deletes its rows through Django.
     project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False, db_constraint=False)
-    trace_id = models.CharField(max_length=32)
-    span_id = models.CharField(max_length=16)
+    trace_id = HexIdField(max_length=32)
+    span_id = HexIdField(max_length=16)
     parent_span_id = models.CharField(max_length=16, blank=True, default="")
     start_time = models.DateTimeField()
     end_time = models.DateTimeField()
@@ -206,9 +224,10 @@ class ToolCall(models.Model):
     call_id = models.CharField(max_length=256, blank=True, default="")
     attempt = models.IntegerField(null=True, blank=True)
     resend_count = models.IntegerField(null=True, blank=True)
-    arguments = models.JSONField(null=True, blank=True)
+    # Written once, read whole (never looked into by a query): `json` (migration 0013).
+    arguments = WholeJSONField(null=True, blank=True)
     arguments_hash = models.CharField(max_length=16, blank=True, default="")
-    result = models.JSONField(null=True, blank=True)
+    result = WholeJSONField(null=True, blank=True)
     ok = models.BooleanField()
     soft_failure = models.BooleanField(default=False)
     error_class = models.CharField(max_length=16, blank=True, default="")

@@ -231,7 +231,11 @@ TOKEN_RUN_CHARS = min(
         *(pattern for name, pattern in VALUE_PATTERNS if name in _TOKEN_PATTERN_NAMES),
     )
 )
-_TOKEN_RUN_RE = re.compile(r"[%s]{%d,}" % (_TOKEN_CHARS, TOKEN_RUN_CHARS))
+# An ASCII string's runs of token characters: translated to bytes where every other character is a
+# space, then split (both C loops of a few instructions a byte). A regex, [...]{N,}, costs ~220
+# instructions a character here, as sre tries a match at every position of every word; this is
+# the gate's largest cost on strings seen once (docs/benchmarks.md, "Ingest at half the CPU").
+_TOKEN_BYTES = bytes(i if re.fullmatch(f"[{_TOKEN_CHARS}]", chr(i)) else 0x20 for i in range(256))
 # Each token cue where such a secret can start: after a character that is not a letter or digit
 # (every token pattern's lookbehind but the JWT's, whose "eyj" is looked for anywhere in the
 # runs). Shorter cues first, so that where cues overlap the one found covers the longer ones.
@@ -339,9 +343,9 @@ def _gate(text: str, cues: tuple[str, ...] | None = None) -> list[str]:
     else:
         lowered = text.lower()
         hits = [cue for cue in _WORD_CUES if cue in lowered]
-        runs = _TOKEN_RUN_RE.findall(lowered)
+        runs = [run for run in lowered.encode().translate(_TOKEN_BYTES).split() if len(run) >= TOKEN_RUN_CHARS]
         if runs:
-            runs = "\n" + "\n".join(runs)
+            runs = "\n" + b"\n".join(runs).decode()
             found = _TOKEN_CUE_RE.findall(runs)
             if found:
                 hits += set(found)

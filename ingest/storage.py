@@ -89,7 +89,8 @@ class JsonbBinaryDumper(Dumper):
 
 
 class JsonBinaryDumper(JsonbBinaryDumper):
-    """json for binary COPY (a span's attributes, events and links: ingest.models.WholeJSONField):
+    """json for binary COPY (a span's attributes, events and links, a tool call's arguments and
+    result: ingest.models.WholeJSONField):
     its binary form is the text itself, which PostgreSQL only checks, where jsonb's is converted."""
 
     oid = 114  # json
@@ -245,7 +246,7 @@ SPAN_TYPES = (
 )  # fmt: skip
 TOOLCALL_TYPES = (
     "int8", "text", "text", "text", "timestamptz", "timestamptz", "float8", "text", "text", "text", "text",
-    "int4", "int4", "jsonb", "text", "jsonb", "bool", "bool", "text", "text", "text", "text", "text", "bool",
+    "int4", "int4", "json", "text", "json", "bool", "bool", "text", "text", "text", "text", "text", "bool",
     "text", "text", "int8", "bool", "text", "text", "text", "text", "text", "jsonb", "timestamptz",
 )  # fmt: skip
 

@@ -98,3 +98,15 @@ def test_the_token_run_length_is_the_shortest_a_token_pattern_can_match():
 def test_a_string_without_any_cue_is_not_searched_at_all():
     assert redact._gate("the task runner could not find /home/agent/.config/tool/settings.json") == []
     assert redact._gate("lookup_order raised TimeoutError after 30.0s calling https://api.example.com/v1/orders/1") == []
+
+
+def test_the_token_runs_are_those_a_regex_finds():
+    """The gate splits an ASCII string into its runs of token characters with a byte table
+    (redact._TOKEN_BYTES) instead of a regex: the runs it keeps are exactly the regex's."""
+    regex = re.compile(r"[%s]{%d,}" % (redact._TOKEN_CHARS, redact.TOKEN_RUN_CHARS))
+    rnd = random.Random(7)
+    alphabet = string.printable + "\x00\x7f"
+    for _ in range(3000):
+        text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 80))).lower()
+        runs = [run.decode() for run in text.encode().translate(redact._TOKEN_BYTES).split()]
+        assert [run for run in runs if len(run) >= redact.TOKEN_RUN_CHARS] == regex.findall(text), text
