@@ -1,11 +1,13 @@
 """Requests per second and latency of the tool-health feed (docs/contract/tool-health.md) on one
 server process, polled with and without If-None-Match, through the old path (Django and DRF:
-`config.wsgi:django_application`) and the new one (the fast path in front of it,
-dashboard/feed/fast.py: `config.wsgi:application`), in one run on the same setup.
+`config.wsgi:django_application`), the new one (the fast path in front of it,
+dashboard/feed/fast.py: `config.wsgi:application`) and `prev`, the new path with the throttles
+counting as they did before dashboard/throttles.py's SharedLog (DRF's cache get and set of the
+pickled history: `prev_throttle_app`), in one run on the same setup.
 
     .venv/bin/python bench/tool_health_feed.py [--tools 50] [--tokens 300] [--connections 8]
-        [--seconds 5] [--worker-class gthread|sync] [--threads 4] [--rounds 1] [--cache-url redis://127.0.0.1:6379/13]
-        [--load-generator wrk|python] [--paths old,new]
+        [--seconds 5] [--warmup 2] [--worker-class gthread|sync] [--threads 4] [--rounds 1] [--cache-url redis://127.0.0.1:6379/13]
+        [--load-generator wrk|python] [--paths old,prev,new,bare]
         [--database-url postgres://postgres@127.0.0.1:5432/toolwatch_feed_bench]
 
 A benchmark that prints figures, not a test. Setup: drop and recreate the bench database,
@@ -20,15 +22,19 @@ throttle on with a rate no bench reaches (TOOLWATCH_THROTTLE_AGENT, counted in t
 cache: this process's memory, or `--cache-url`'s Redis as compose runs it). The load: `wrk`
 (Debian's package) on `--connections` keep-alive connections, each request with the next
 token of the fleet (a Lua script sets Authorization and If-None-Match), or, without wrk,
-`--connections` Python client processes (which are then the limit). After a 2 s warm-up (every
+`--connections` Python client processes (which are then the limit). After a `--warmup` (2 s; every
 token's first lookup, its last-use write and its access-log row), `--seconds` with the ETag
 (every answer a 304), then without (every answer the whole document, 200). Per path and mode:
-requests/s, p50 / p99 / max latency, errors and the body size. `bare`, a WSGI callable that
+requests/s, p50 / p99 / max latency, errors, the body size, and the CPU time per request of the
+worker and of Redis (when it runs here: it serves other clients too). `bare`, a WSGI callable that
 answers a fixed 304 and does nothing, is the same server's ceiling at that moment. The load generator shares the
 machine's cores with the server, so on a 2-core box the figures are floors; the load average
-is printed beside each phase. The target: 2,000 requests/s of 304s on one worker. The last line
-holds, per path (old, new) and mode (200, 304), the best round's figures:
+is printed beside each phase, and CPU per request is what load changes least. The target: 2,000
+requests/s of 304s on one worker. The last two lines hold, per path and mode (200, 304), the best
+round's figures, then the median round's CPU per request (worker + Redis) and the requests/s
+that allows a worker with a core of its own:
     new_200_rps=… new_200_p99_ms=… new_304_rps=… new_304_p99_ms=… old_200_rps=… …
+    new_200_cpu_us=… new_200_per_core_rps=… …
 """
 
 from __future__ import annotations
@@ -53,7 +59,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-APPS = {"old": "config.wsgi:django_application", "new": "config.wsgi:application", "bare": "bench.tool_health_feed:bare"}
+APPS = {"old": "config.wsgi:django_application", "prev": "bench.tool_health_feed:prev_throttle_app()",
+        "new": "config.wsgi:application", "bare": "bench.tool_health_feed:bare"}
 RATE = "100000000/min"  # never reached: the bench measures the work of counting, not refusals
 
 WRK_SCRIPT = r"""
@@ -86,6 +93,20 @@ def bare(environ, start_response):
     """The server's ceiling: a WSGI callable that answers every request with a fixed 304 and no work."""
     start_response("304 Not Modified", [("ETag", environ.get("HTTP_IF_NONE_MATCH") or '"x"'), ("Content-Length", "0")])
     return [b""]
+
+
+def prev_throttle_app():
+    """gunicorn's factory of `prev`: the fast path in front of Django, the throttles counting as DRF
+    does on its own (a cache get and set of the pickled history), as before SharedLog."""
+    from rest_framework.throttling import SimpleRateThrottle
+
+    from dashboard import throttles
+
+    throttles.SharedLog.allow_request = SimpleRateThrottle.allow_request
+    throttles.SharedLog.wait = SimpleRateThrottle.wait
+    from config.wsgi import application
+
+    return application
 
 
 def setup(url: str, tools: int, fleet: int) -> tuple[str, list[str]]:
@@ -171,12 +192,39 @@ def _drain(stream) -> None:
 
 
 def get(port: int, path: str, headers: dict) -> tuple[int, bytes, str | None]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    # The first request waits for the worker to import Django, which a loaded machine makes slow.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     conn.request("GET", path, headers=headers)
     response = conn.getresponse()
     body = response.read()
     conn.close()
     return response.status, body, response.getheader("ETag")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its children's threads so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def worker_pid(arbiter: int) -> int:
+    """gunicorn's one worker: the arbiter's child (it forks it after binding)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        children = Path(f"/proc/{arbiter}/task/{arbiter}/children").read_text().split()
+        if children:
+            return int(children[0])
+        time.sleep(0.1)
+    raise SystemExit("gunicorn started no worker")
+
+
+def redis_pid(cache_url: str) -> int | None:
+    """The Redis server's process id, when it runs on this machine (its CPU per poll is the bench's too)."""
+    if not cache_url.startswith("redis://127.0.0.1"):
+        return None
+    import redis
+
+    return int(redis.Redis.from_url(cache_url).info("server")["process_id"])
 
 
 def wrk_load(port: int, path: str, token_file: str, etag: str, connections: int, seconds: float) -> dict:
@@ -242,8 +290,12 @@ def main() -> None:
                         help="gunicorn's: gthread keeps connections alive; sync (compose's) answers one per connection")
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--warmup", type=float, default=2.0,
+                        help="seconds of polls before measuring (more on a loaded machine: every token is looked up)")
     parser.add_argument("--rounds", type=int, default=1, help="old and new paths alternated this many times")
-    parser.add_argument("--paths", default="old,new,bare", help="bare: a WSGI callable doing nothing, the server's ceiling")
+    parser.add_argument("--paths", default="old,prev,new,bare",
+                        help="prev: the new path with the throttles as before SharedLog; bare: a WSGI callable "
+                        "doing nothing, the server's ceiling")
     parser.add_argument("--cache-url", default="", help="TOOLWATCH_CACHE_URL of the server (default: its memory)")
     parser.add_argument("--load-generator", choices=("wrk", "python"), default="wrk" if shutil.which("wrk") else "python")
     args = parser.parse_args()
@@ -260,6 +312,7 @@ def main() -> None:
         return python_load(port, path, tokens, etag, args.connections, seconds)
 
     figures: dict[tuple[str, str], list[dict]] = {}
+    cache_pid = redis_pid(args.cache_url)
     try:
         for _ in range(args.rounds):
             for name in args.paths.split(","):
@@ -269,15 +322,23 @@ def main() -> None:
                     assert (status == 304) if name == "bare" else (status == 200 and etag), (status, body[:300])
                     unchanged = get(port, path, {"Authorization": f"Bearer {tokens[1]}", "If-None-Match": etag})[0]
                     assert unchanged == 304, unchanged
-                    load(port, etag, 2.0)  # warm-up: every token's lookup, last-use write and access-log row
+                    load(port, etag, args.warmup)  # every token's lookup, last-use write and access-log row
+                    worker = worker_pid(server.pid)
                     for mode, sent in (("304", etag), ("200", "")) if name != "bare" else (("304", etag),):
                         loadavg = os.getloadavg()
+                        cpu, cache_cpu = cpu_seconds(worker), cpu_seconds(cache_pid) if cache_pid else 0.0
                         result = load(port, sent, args.seconds)
+                        served = result["rps"] * args.seconds
+                        # CPU per request: what load on the machine changes least (requests/s falls with it).
+                        result["cpu_us"] = (cpu_seconds(worker) - cpu) / served * 1e6
+                        result["redis_us"] = ((cpu_seconds(cache_pid) - cache_cpu) / served * 1e6) if cache_pid else 0.0
                         result["bytes"], result["load"] = (0 if sent else len(body)), loadavg
                         figures.setdefault((name, mode), []).append(result)
                         print(f"{name} path {mode}: {result['rps']:7.0f} requests/s  p50 {result['p50_ms']:6.2f} ms  "
                               f"p99 {result['p99_ms']:6.2f} ms  max {result['max_ms']:7.1f} ms  errors {result['errors']}  "
-                              f"body {result['bytes']} bytes  load {loadavg[0]:.2f} {loadavg[1]:.2f} {loadavg[2]:.2f}",
+                              f"body {result['bytes']} bytes  worker CPU {result['cpu_us']:4.0f} us/request  "
+                              f"redis CPU {result['redis_us']:3.0f} us/request  "
+                              f"load {loadavg[0]:.2f} {loadavg[1]:.2f} {loadavg[2]:.2f}",
                               flush=True)  # fmt: skip
                 finally:
                     server.terminate()
@@ -294,6 +355,10 @@ def main() -> None:
     best = {key: max(runs, key=lambda r: r["rps"]) for key, runs in figures.items()}
     print(" ".join(f"{name}_{mode}_rps={best[name, mode]['rps']:.0f} {name}_{mode}_p99_ms={best[name, mode]['p99_ms']:.2f}"
                    for name, mode in sorted(best)))  # fmt: skip
+    # The median round's CPU per request, and the requests/s it allows one worker with a core of its own.
+    cpu = {key: statistics.median(r["cpu_us"] + r["redis_us"] for r in runs) for key, runs in figures.items()}
+    print(" ".join(f"{name}_{mode}_cpu_us={cpu[name, mode]:.0f} {name}_{mode}_per_core_rps={1e6 / cpu[name, mode]:.0f}"
+                   for name, mode in sorted(cpu)))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import redis
 from django.core.exceptions import ImproperlyConfigured
 from google.rpc import code_pb2, error_details_pb2
 from grpc_status import rpc_status
@@ -20,6 +26,9 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from config import security
 from config.env import env_rate
+from dashboard import throttles
+from dashboard.api.tool_health import AgentThrottle
+from dashboard.mcp import server as mcp_server
 from dashboard.models import AlertChannel, Delivery
 from ingest import grpc_edge, throttle
 from ingest.models import IngestStat, Span
@@ -29,6 +38,8 @@ from tests.otlp_builders import agent_with_tools, json_bytes, json_request, json
 
 PB = "application/x-protobuf"
 TRACE = "5b8efff798038103d269b633813fc60c"
+REDIS_URL = "redis://127.0.0.1:6379/14"  # the tests' database (the benches use 13)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def rates(settings, **scopes: str | None) -> None:
@@ -167,12 +178,153 @@ def test_a_rate_set_to_off_does_not_throttle(owner_client, settings):
     assert {owner_client.get("/api/v1/projects/").status_code for _ in range(5)} == {200}
 
 
-def test_with_the_cache_unreachable_the_api_answers_unthrottled(owner_client, settings, caplog):
-    rates(settings, user="1/min")
+@pytest.fixture
+def outage():
+    """No Redis outage carried over from another test (dashboard/throttles.py keeps one per process)."""
+    throttles._outage_until = 0.0
+    throttles._local.clear()
+    yield
+    throttles._outage_until = 0.0
+    throttles._local.clear()
+
+
+def test_with_the_cache_unreachable_the_api_counts_in_the_process_and_says_so_once(owner_client, settings, caplog,
+                                                                                    outage):
+    rates(settings, user="2/min")
     settings.CACHES = {"default": security.cache_config("redis://127.0.0.1:1/0")}  # nothing listens on port 1
 
-    assert [owner_client.get("/api/v1/projects/").status_code for _ in range(2)] == [200, 200]
-    assert "cache unavailable" in caplog.text
+    codes = [owner_client.get("/api/v1/projects/").status_code for _ in range(3)]
+
+    assert codes == [200, 200, 429]  # never a 500; bounded by the rate in this process
+    assert caplog.text.count("cache unavailable") == 1
+
+
+def test_after_an_outage_the_counts_are_in_redis_again(owner_client, settings, outage, redis_cache, monkeypatch):
+    rates(settings, user="1/min")
+    settings.CACHES = {"default": security.cache_config("redis://127.0.0.1:1/0")}
+    assert owner_client.get("/api/v1/projects/").status_code == 200
+    settings.CACHES = {"default": redis_cache}
+    assert owner_client.get("/api/v1/projects/").status_code == 429  # still this process's count
+
+    monkeypatch.setattr(throttles, "monotonic", lambda: time.monotonic() + throttles.OUTAGE_RETRY_S)
+
+    assert owner_client.get("/api/v1/projects/").status_code == 200  # Redis's, where nothing is counted yet
+    assert owner_client.get("/api/v1/projects/").status_code == 429
+
+
+# --- API throttles with Redis: one round trip, DRF's answers, one budget for every process ----------
+
+
+@pytest.fixture
+def redis_cache(outage):
+    """A Redis cache of the tests' database under a prefix of this test's, emptied afterwards."""
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
+    try:
+        client.ping()
+    except redis.exceptions.ConnectionError:
+        require_service(False, "needs Redis on 127.0.0.1:6379 (redis-server)")
+    prefix = f"toolwatch-test-{uuid.uuid4().hex}"
+    yield {**security.cache_config(REDIS_URL), "KEY_PREFIX": prefix}
+    for name in client.scan_iter(f"{prefix}:*"):
+        client.delete(name)
+    client.close()
+
+
+def agent_answers(throttle_class, times: list[float], user_pk: int = 7) -> list:
+    """(admitted, wait) of the `agent` throttle (3 a minute) for one user at each of these times."""
+    answers = []
+    for now in times:
+        throttle = throttle_class()
+        throttle.timer = lambda now=now: now
+        admitted = throttle.allow_request(SimpleNamespace(user=SimpleNamespace(pk=user_pk, is_authenticated=True)),
+                                          SimpleNamespace(throttle_scope="agent"))  # fmt: skip
+        answers.append((admitted, None if admitted else round(throttle.wait(), 6)))
+    return answers
+
+
+TIMES = [100.0, 100.0, 130.0, 131.0, 159.5, 160.0, 161.0, 189.9, 190.0, 250.0, 250.0, 250.0, 250.0]
+
+
+def test_with_redis_the_throttle_admits_and_refuses_as_drf_does_in_memory(settings, redis_cache):
+    rates(settings, agent="3/min")
+    in_memory = agent_answers(AgentThrottle, TIMES)  # DRF's own algorithm on the locmem cache
+    settings.CACHES = {"default": redis_cache}
+
+    in_redis = agent_answers(AgentThrottle, TIMES)
+
+    assert in_redis == in_memory
+    assert [admitted for admitted, _ in in_redis] == [True, True, True, False, False, True, True, False, True,
+                                                      True, True, True, False]  # fmt: skip
+    assert in_redis[3] == (False, 29.0)  # the oldest of the three (100.0) leaves the window at 160.0
+
+
+def test_with_redis_a_poll_is_one_round_trip_and_nothing_is_pickled(settings, redis_cache, monkeypatch):
+    rates(settings, agent="3/min")
+    settings.CACHES = {"default": redis_cache}
+    agent_answers(AgentThrottle, [100.0])  # the connection is made and the script loaded
+    sent, send = [], redis.connection.AbstractConnection.send_command
+
+    def record(self, *args, **options):
+        sent.append(args[0])
+        return send(self, *args, **options)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_command", record)
+
+    agent_answers(AgentThrottle, [101.0, 102.0, 103.0])
+
+    assert sent == ["EVALSHA"] * 3
+
+
+def test_with_redis_the_feed_and_the_mcp_share_one_budget(settings, redis_cache):
+    rates(settings, agent="3/min")
+    settings.CACHES = {"default": redis_cache}
+
+    assert agent_answers(AgentThrottle, [100.0, 101.0])[1][0] is True
+    mcp = mcp_server.AgentThrottle()
+    mcp.timer = lambda: 102.0
+    assert mcp.allow_request(SimpleNamespace(user=SimpleNamespace(pk=7)), None) is True
+
+    assert agent_answers(AgentThrottle, [103.0]) == [(False, 57.0)]
+
+
+# Run in two processes at once: counts the `agent` throttle's admissions of one user in a tight loop.
+TWO_PROCESSES = """
+import os, sys, time
+import django
+django.setup()
+from types import SimpleNamespace
+from django.conf import settings
+from dashboard.api.tool_health import AgentThrottle
+from dashboard.mcp.server import AgentThrottle as McpThrottle
+settings.CACHES["default"]["KEY_PREFIX"] = sys.argv[1]
+user, feed = SimpleNamespace(pk=int(sys.argv[2]), is_authenticated=True), sys.argv[3] == "feed"
+while time.time() < float(sys.argv[4]):
+    pass
+admitted = 0
+for _ in range(int(sys.argv[5])):
+    if feed:
+        admitted += AgentThrottle().allow_request(SimpleNamespace(user=user), SimpleNamespace(throttle_scope="agent"))
+    else:
+        admitted += McpThrottle().allow_request(SimpleNamespace(user=user), None)
+print(admitted)
+"""
+
+
+def test_with_redis_processes_share_one_budget_and_never_admit_past_it(redis_cache):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "1", "TOOLWATCH_CACHE_URL": REDIS_URL,
+           "TOOLWATCH_THROTTLE_AGENT": "50/min"}  # fmt: skip
+
+    def polls(surface: str, tries: int, start: float = 0.0) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, redis_cache["KEY_PREFIX"], "4242", surface,
+                                 str(start), str(tries)], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+    first = int(polls("feed", 30).communicate(timeout=60)[0])
+    start = time.time() + 3  # both processes set up by then, and then they race
+    racing = [polls(surface, 200, start) for surface in ("feed", "mcp")]
+    raced = [int(run.communicate(timeout=60)[0]) for run in racing]
+
+    assert first == 30
+    assert sum(raced) == 20  # what the first process left: one budget, counted atomically, none past it
 
 
 @pytest.mark.parametrize("raw, rate", [("600/min", "600/min"), (" 10/Hour ", "10/hour"), ("5/s", "5/s"), ("off", None)])
@@ -313,13 +465,13 @@ def test_an_unreachable_cache_admits_and_says_so(bucket, caplog):
 
 def test_with_redis_the_bucket_is_shared_by_every_process(bucket):
     redis = pytest.importorskip("redis")
-    client = redis.Redis.from_url("redis://127.0.0.1:6379/13", socket_connect_timeout=1)
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
     try:
         client.ping()
     except redis.exceptions.ConnectionError:
         require_service(False, "needs Redis on 127.0.0.1:6379 (redis-server)")
     prefix = f"toolwatch-test-{uuid.uuid4().hex}"
-    cache = {**security.cache_config("redis://127.0.0.1:6379/13"), "KEY_PREFIX": prefix}
+    cache = {**security.cache_config(REDIS_URL), "KEY_PREFIX": prefix}
     bucket.CACHES = {"default": cache}
     try:
         assert throttle.ingest_wait(key_id=7, cost=20, now=100.0) == 0

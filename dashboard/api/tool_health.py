@@ -132,8 +132,8 @@ def _answer(request, body: bytes | str, etag: str) -> HttpResponse:
 
 
 class AgentThrottle(ScopedRateThrottle):
-    """The `agent` scope, per user: its rate read per request, and the feed served unthrottled
-    when the cache is down (dashboard/throttles.py), never a 500 to a polling agent."""
+    """The `agent` scope, per user: its rate read per request, and counted in this process while
+    the cache is down (dashboard/throttles.py), never a 500 to a polling agent."""
 
 
 # The access log gets the first request of each minute per caller, project and endpoint (per

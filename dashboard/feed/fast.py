@@ -20,8 +20,9 @@ Accept, any other path) goes to Django untouched. The checks and their order are
    many), so a revocation, a deactivated user or a membership change takes effect within
    TOKEN_TTL_S (an expiry is checked on every request); an unknown token is never kept;
 2. the operation's scope (`read`): a 403 naming it;
-3. the `agent` throttle: DRF's own class, counting in Django's cache under the same key as the
-   view, so both paths (and, with Redis, every process) share one budget: a 429 with Retry-After;
+3. the `agent` throttle: the view's own class (dashboard/throttles.py: DRF's algorithm, with Redis
+   one atomic script a poll), so both paths, the MCP and, with Redis, every process share one
+   budget: a 429 with Retry-After; with Redis unreachable it counts in this process, never a 500;
 4. membership: an outsider or an unknown slug is the same 404;
 5. the answer: the stored snapshot's bytes and ETag, kept in memory and checked against the
    stored row's ETag at most once per SNAPSHOT_CHECK_S per project (the snapshot changes once a

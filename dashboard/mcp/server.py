@@ -25,11 +25,11 @@ from django.db import OperationalError, close_old_connections
 from mcp.server import Server, ServerRequestContext
 from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
 from redis.exceptions import RedisError
-from rest_framework.throttling import SimpleRateThrottle
 
 from dashboard import agent_access, tokens
 from dashboard.mcp.errors import RATE_LIMITED, ToolError, error_result, not_found
 from dashboard.mcp.tools import TOOLS, TOOLS_BY_NAME, Call, Principal, principal_has_scope, scope_error
+from dashboard.throttles import SharedLog
 from ingest import taxonomy
 
 logger = logging.getLogger(__name__)
@@ -57,9 +57,10 @@ class Session:
 CURRENT_SESSION: contextvars.ContextVar[Session] = contextvars.ContextVar("toolwatch_mcp_session")
 
 
-class AgentThrottle(SimpleRateThrottle):
-    """DRF's rate throttle (its cache, its history), per user: the key the feed's `agent`
-    throttle counts under (dashboard/api/tool_health.py), so both surfaces share one budget."""
+class AgentThrottle(SharedLog):
+    """DRF's rate throttle, counted as the API's are (dashboard/throttles.py SharedLog), per user:
+    the key the feed's `agent` throttle counts under (dashboard/api/tool_health.py), so both
+    surfaces share one budget."""
 
     scope = THROTTLE_SCOPE
 

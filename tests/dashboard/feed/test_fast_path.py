@@ -1,7 +1,8 @@
 """dashboard/feed/fast.py: the feed's polls answered before Django's stack give the DRF views' answers
 (status, headers in order, body) for 200, 304, 401, 403, 404 and 429; everything else reaches Django
 untouched; a poll answered from memory makes no query; revocation, membership and new snapshots
-take effect within their TTLs; the access log keeps one row a minute for both paths together."""
+take effect within their TTLs; the access log keeps one row a minute for both paths together.
+The throttle's answers are compared with the counts in memory and in Redis, and with Redis gone."""
 
 import datetime as dt
 
@@ -12,7 +13,7 @@ from django.db import connection
 from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 
-from config import wsgi
+from config import security, wsgi
 from dashboard import tokens
 from dashboard.api import tool_health
 from dashboard.feed import fast
@@ -21,6 +22,7 @@ from dashboard.models import AgentAccess
 from ingest.models import API_KEY_PREFIX, Membership
 from tests.dashboard.feed.test_api import busy  # noqa: F401
 from tests.dashboard.selectors.test_selectors import NOW, frozen  # noqa: F401
+from tests.test_throttles import outage, redis_cache  # noqa: F401
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("busy")]
 URL = "/api/v1/projects/alpha/tool-health/"
@@ -120,7 +122,15 @@ def test_the_fast_path_answers_the_views_401_403_and_404(app, client, member, ou
         assert fast_answer == drf_answer and fast_answer[0] == status, (path, token, drf_answer)
 
 
-def test_the_fast_path_answers_the_views_429_and_shares_their_budget(app, client, plain, settings):
+@pytest.fixture(params=["locmem", "redis"])
+def counts(request, settings):
+    """Where the throttle counts: this process's memory (the Quickstart's default), or Redis (compose's)."""
+    if request.param == "redis":
+        settings.CACHES = {"default": request.getfixturevalue("redis_cache")}
+    return request.param
+
+
+def test_the_fast_path_answers_the_views_429_and_shares_their_budget(app, client, plain, settings, counts):
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {
         **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "agent": "3/min"}}  # fmt: skip
     bearer = {"Authorization": f"Bearer {plain}"}
@@ -137,6 +147,20 @@ def test_the_fast_path_answers_the_views_429_and_shares_their_budget(app, client
     assert drf_codes == fast_codes == ["200 OK"] * 3 + ["429 Too Many Requests"]
     assert fast_refused == drf_refused and dict(fast_refused[1])["Retry-After"] in ("59", "60")
     assert mixed == ["200 OK"] * 3 + ["429 Too Many Requests"]  # one budget for both paths
+
+
+@pytest.mark.usefixtures("outage")
+def test_with_redis_unreachable_both_paths_answer_and_count_in_the_process(app, client, plain, settings, caplog):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {
+        **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "agent": "3/min"}}  # fmt: skip
+    settings.CACHES = {"default": security.cache_config("redis://127.0.0.1:1/0")}  # nothing listens on port 1
+    bearer = {"Authorization": f"Bearer {plain}"}
+
+    codes = [fast_get(app, URL, bearer)[0], drf_get(client, URL, bearer)[0], fast_get(app, URL, bearer)[0],
+             drf_get(client, URL, bearer)[0]]  # fmt: skip
+
+    assert codes == ["200 OK"] * 3 + ["429 Too Many Requests"]  # never a 500, and still bounded
+    assert "cache unavailable" in caplog.text and "passed to Django" not in caplog.text
 
 
 def test_everything_else_reaches_django_untouched(app, client, plain, settings):
