@@ -5,12 +5,15 @@
 
 A benchmark that prints figures, not a test. The bench database is dropped and recreated, migrated,
 given a project and a key. Then for each shape a fresh gunicorn (config.wsgi, one sync worker,
-DEBUG=0, the default limits) gets ONE POST /v1/traces of that shape, built before the server starts
-and just under the 64 MiB body limit; the figures are the worker's VmHWM (/proc/<pid>/status, its
-peak RSS: the target is < 400 MB), the answer's status and the time to the answer (the target is
+DEBUG=0, the default limits) gets ONE POST of that shape (/v1/traces; logs_* to /v1/logs, metrics_*
+to /v1/metrics), built before the server starts and just under the 64 MiB body limit (protobuf bodies
+over 8 MiB are checked and flattened in pieces: ingest/wire.py); the figures are the worker's VmHWM
+(/proc/<pid>/status, its peak RSS: the target is < 400 MB), the answer's status and the time to the answer (the target is
 within the write deadline, ingest.limits.MAX_WRITE = 30 s). Shapes:
 
     pb_array_ints      one span, one array attribute of ~15 M tiny ints (the protobuf worst case)
+    pb_array_mixed     the same with ints that differ one from the next (no run of identical items)
+    pb_bad_tail        pb_array_ints with its last byte cut: not protobuf (400), found at the end
     pb_array_strings   one span, one array attribute of ~60 K strings of 1 KiB
     pb_deep_kvlists    spans whose attributes nest kvlists 64 deep, 4 wide
     pb_many_attributes one span with ~2 M small attributes
@@ -19,6 +22,14 @@ within the write deadline, ingest.limits.MAX_WRITE = 30 s). Shapes:
     json_array_gzip    the issue's case: one JSON span of one huge array, gzip-sent
     json_at_limit      a JSON body just under max_json_values (what is still parsed)
     gzip_bomb          1 GiB of zeros gzip-compressed to ~1 MB
+    pb_empty_resources ~32 M empty ResourceSpans (413: max_resources_per_request)
+    logs_array_ints    POST /v1/logs: one log record whose body is an array of ~15 M tiny ints
+    logs_many_attributes  one log record with ~6.7 M one-letter attributes
+    logs_deep_kvlists  log records whose bodies nest kvlists 64 deep, 4 wide
+    logs_empty_scopes  one ResourceLogs of ~32 M empty ScopeLogs (413: max_scopes_per_request)
+    metrics_many_points   POST /v1/metrics: one gauge of ~32 M empty data points (all dropped, counted)
+    metrics_points_mixed  one gauge of ~5 M data points, no two in a row alike
+    metrics_many_metrics  ~32 M empty Metrics (413: max_metrics_per_request)
 
 The last line is the figures as key=value: <shape>_rss_mb=… <shape>_s=… <shape>_status=…
 """
@@ -88,6 +99,16 @@ def pb_array_ints(limit: int) -> tuple[bytes, str]:
     item = _ld(1, b"\x18\x01")  # ArrayValue.values: AnyValue{int_value: 1}
     count = (limit - 256) // len(item)
     return _request([_span_bytes(1, [_kv("list", _array(item * count))])]), "x-protobuf"
+
+
+def pb_array_mixed(limit: int) -> tuple[bytes, str]:
+    items = b"".join(_ld(1, b"\x18" + bytes([i])) for i in range(128))  # AnyValue{int_value: 0..127}
+    count = (limit - 256) // len(items)
+    return _request([_span_bytes(1, [_kv("list", _array(items * count))])]), "x-protobuf"
+
+
+def pb_bad_tail(limit: int) -> tuple[bytes, str]:
+    return pb_array_ints(limit)[0][:-1], "x-protobuf"
 
 
 def pb_array_strings(limit: int) -> tuple[bytes, str]:
@@ -169,13 +190,76 @@ def gzip_bomb(limit: int) -> tuple[bytes, str]:
     return compressor * 16, "x-protobuf+gzip"  # 16 members of 64 MiB: 1 GiB inflated
 
 
+def pb_empty_resources(limit: int) -> tuple[bytes, str]:
+    return b"\n\x00" * (limit // 2), "x-protobuf"
+
+
+def _record_bytes(fields: bytes) -> bytes:
+    return b"\x09" + (time.time_ns() - 10**9).to_bytes(8, "little") + _ld(9, bytes(range(1, 17))) + fields
+
+
+def _logs_request(records: list[bytes]) -> bytes:
+    return _ld(1, _ld(2, b"".join(_ld(2, record) for record in records)))  # ResourceLogs, ScopeLogs, LogRecords
+
+
+def logs_array_ints(limit: int) -> tuple[bytes, str]:
+    item = _ld(1, b"\x18\x01")
+    count = (limit - 256) // len(item)
+    return _logs_request([_record_bytes(_ld(5, _array(item * count)))]), "x-protobuf"  # LogRecord.body
+
+
+def logs_many_attributes(limit: int) -> tuple[bytes, str]:
+    attribute = _ld(6, _kv("k", _ld(1, b"v")))  # LogRecord.attributes
+    count = (limit - 256) // len(attribute)
+    return _logs_request([_record_bytes(attribute * count)]), "x-protobuf"
+
+
+def logs_deep_kvlists(limit: int) -> tuple[bytes, str]:
+    value = _ld(1, b"leaf")
+    for _ in range(64):
+        value = _ld(6, _ld(1, _kv("a", value)) * 4)
+        if len(value) > 1 * MIB:
+            break
+    records, size = [], 0
+    while size + len(value) + 64 < limit:
+        records.append(_record_bytes(_ld(5, value)))
+        size += len(records[-1]) + 8
+    return _logs_request(records), "x-protobuf"
+
+
+def logs_empty_scopes(limit: int) -> tuple[bytes, str]:
+    return _ld(1, b"\x12\x00" * ((limit - 16) // 2)), "x-protobuf"
+
+
+def _gauge_request(points: bytes) -> bytes:
+    return _ld(1, _ld(2, _ld(2, _ld(1, b"g") + _ld(5, points))))  # ResourceMetrics, ScopeMetrics, Metric.gauge
+
+
+def metrics_many_points(limit: int) -> tuple[bytes, str]:
+    return _gauge_request(b"\n\x00" * ((limit - 64) // 2)), "x-protobuf"
+
+
+def metrics_points_mixed(limit: int) -> tuple[bytes, str]:
+    points = b"".join(_ld(1, b"\x31" + i.to_bytes(8, "little")) for i in range(4096))  # NumberDataPoint.as_int
+    return _gauge_request(points * ((limit - 64) // len(points))), "x-protobuf"
+
+
+def metrics_many_metrics(limit: int) -> tuple[bytes, str]:
+    return _ld(1, _ld(2, b"\x12\x00" * ((limit - 16) // 2))), "x-protobuf"
+
+
 SHAPES = {
     f.__name__: f
     for f in (
-        pb_array_ints, pb_array_strings, pb_deep_kvlists, pb_many_attributes, pb_long_strings, pb_many_spans_big,
-        json_array_gzip, json_at_limit, gzip_bomb,
+        pb_array_ints, pb_array_mixed, pb_bad_tail, pb_array_strings, pb_deep_kvlists, pb_many_attributes, pb_long_strings, pb_many_spans_big,
+        json_array_gzip, json_at_limit, gzip_bomb, pb_empty_resources, logs_array_ints, logs_many_attributes, logs_deep_kvlists,
+        logs_empty_scopes, metrics_many_points, metrics_points_mixed, metrics_many_metrics,
     )
 }  # fmt: skip
+
+
+def _path(name: str) -> str:
+    return "/v1/logs" if name.startswith("logs_") else "/v1/metrics" if name.startswith("metrics_") else "/v1/traces"
 
 
 def run_shape(name: str, body: bytes, kind: str, url: str, key: str, log_dir: str) -> dict:
@@ -189,13 +273,14 @@ def run_shape(name: str, body: bytes, kind: str, url: str, key: str, log_dir: st
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
         start = time.perf_counter()
         try:
-            conn.request("POST", "/v1/traces", body=body, headers=headers)
+            conn.request("POST", _path(name), body=body, headers=headers)
             response = conn.getresponse()
             data = response.read()
             status = response.status
             detail = ""
             if status != 200 or data not in (b"", b"{}"):
-                detail = data[:200].decode("utf-8", "replace")
+                text = data[:200].decode("utf-8", "replace")  # a protobuf partial success: its message only
+                detail = "".join(c if c.isprintable() and c != "\ufffd" else " " for c in text).strip()
         except (OSError, http.client.HTTPException) as exc:
             status, detail = "error", repr(exc)
         seconds = time.perf_counter() - start

@@ -175,6 +175,13 @@ INGEST_LIMITS = IngestLimits(
     max_log_records_per_request=env_int(
         "TOOLWATCH_LIMIT_MAX_LOG_RECORDS_PER_REQUEST", DEFAULT_LIMITS.max_log_records_per_request, minimum=1
     ),
+    max_resources_per_request=env_int(
+        "TOOLWATCH_LIMIT_MAX_RESOURCES_PER_REQUEST", DEFAULT_LIMITS.max_resources_per_request, minimum=1
+    ),
+    max_scopes_per_request=env_int("TOOLWATCH_LIMIT_MAX_SCOPES_PER_REQUEST", DEFAULT_LIMITS.max_scopes_per_request, minimum=1),
+    max_metrics_per_request=env_int(
+        "TOOLWATCH_LIMIT_MAX_METRICS_PER_REQUEST", DEFAULT_LIMITS.max_metrics_per_request, minimum=1
+    ),
     max_attributes_per_span=env_int(
         "TOOLWATCH_LIMIT_MAX_ATTRIBUTES_PER_SPAN", DEFAULT_LIMITS.max_attributes_per_span, minimum=1
     ),

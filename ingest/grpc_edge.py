@@ -58,7 +58,7 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from ingest import otlp, services, throttle
+from ingest import otlp, services, throttle, wire
 from ingest.limits import MIB, IngestLimits
 
 logger = logging.getLogger(__name__)
@@ -98,8 +98,9 @@ class Signal:
 TRACES = Signal(
     service=trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name,
     noun="spans",
-    decode=lambda body: otlp.decode_request(body, otlp.PROTOBUF),
-    count=otlp.count_spans,
+    # Large messages are checked and flattened in pieces (ingest/wire.py), as on the HTTP edge.
+    decode=lambda body: wire.decode_traces(body, otlp.PROTOBUF, settings.INGEST_LIMITS),
+    count=wire.count_spans,
     max_count=lambda limits: limits.max_spans_per_request,
     write=lambda project, request, count, limits, now: services.spans_ingest(project=project, request=request, limits=limits, now=now),
     partial_success=lambda rejected, message: otlp.partial_success_body(otlp.PROTOBUF, rejected, message),
@@ -108,8 +109,8 @@ TRACES = Signal(
 LOGS = Signal(
     service=logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name,
     noun="log records",
-    decode=lambda body: otlp.decode_logs_request(body, otlp.PROTOBUF),
-    count=otlp.count_log_records,
+    decode=lambda body: wire.decode_logs(body, otlp.PROTOBUF, settings.INGEST_LIMITS),
+    count=wire.count_log_records,
     max_count=lambda limits: limits.max_log_records_per_request,
     write=lambda project, request, count, limits, now: services.logs_ingest(project=project, request=request, limits=limits, now=now),
     partial_success=lambda rejected, message: otlp.logs_partial_success_body(otlp.PROTOBUF, rejected, message),
@@ -135,8 +136,8 @@ def _drop_metrics(project, request, count, limits, now) -> _MetricsDropped:
 METRICS = Signal(
     service=metrics_service_pb2.DESCRIPTOR.services_by_name["MetricsService"].full_name,
     noun="metric data points",
-    decode=lambda body: otlp.decode_metrics_request(body, otlp.PROTOBUF),
-    count=otlp.count_data_points,
+    decode=lambda body: wire.decode_metrics(body, otlp.PROTOBUF, settings.INGEST_LIMITS),
+    count=wire.count_data_points,
     max_count=None,
     write=_drop_metrics,
     partial_success=lambda rejected, message: otlp.metrics_partial_success_body(otlp.PROTOBUF, rejected, message),

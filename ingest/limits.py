@@ -26,6 +26,15 @@ class IngestLimits:
     max_spans_per_request: int = 100_000
     # More log records than this in one request (POST /v1/logs): the whole request is refused (413).
     max_log_records_per_request: int = 100_000
+    # More ResourceSpans / ResourceLogs / ResourceMetrics, or more ScopeSpans / ScopeLogs /
+    # ScopeMetrics (all resources' together), or more Metrics than this in one request: the whole
+    # request is refused (413). Each is read one by one in Python (~1 µs), and 64 MiB holds 32 M
+    # empty ones: minutes of CPU (bench/hostile.py, pb_empty_resources). As many as spans, so a
+    # request of one span per resource and scope (a collector merging single-span exports) passes.
+    max_resources_per_request: int = 100_000
+    max_scopes_per_request: int = 100_000
+    # Metrics are not stored (their data points are counted as dropped), but each is read.
+    max_metrics_per_request: int = 100_000
     # Per span: attributes beyond this count are dropped (and counted as dropped).
     max_attributes_per_span: int = 256
     max_events_per_span: int = 128

@@ -15,7 +15,7 @@ from django.db import Error as DatabaseError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from ingest import linking, log_events, normalize, otlp, partitions, storage, taxonomy
+from ingest import linking, log_events, normalize, otlp, partitions, storage, taxonomy, wire
 from ingest.limits import MAX_WRITE, IngestLimits
 from ingest.models import API_KEY_PREFIX, API_KEY_VISIBLE_CHARS, ApiKey, IngestStat, Project, hash_api_key, new_api_key
 from ingest.records import SpanRecord
@@ -113,8 +113,9 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
 
     # Partition DDL locks the parent table, so it runs before (outside) the write transaction;
     # new resources are stored before it too (storage.resource_ids says why).
-    partitions.ensure_partitions(otlp.start_days(request, min_ns=oldest_ns, max_ns=now_ns + 86_400 * 10**9))
-    resources = otlp.request_resources(request, limits, cuts=result.cuts)
+    # `request` is an ExportTraceServiceRequest, or a large body's wire.LargeRequest: wire serves both.
+    partitions.ensure_partitions(wire.start_days(request, min_ns=oldest_ns, max_ns=now_ns + 86_400 * 10**9))
+    resources = wire.request_resources(request, limits, cuts=result.cuts)
     resource_ids = storage.resource_ids(project.pk, resources, now)
 
     parents: dict[linking.Key, str] = {}
@@ -124,7 +125,7 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
     with _gc_paused(), transaction.atomic(), storage.changed_buckets_marked_last():
         _bound_statement_time()
         slice_: list[SpanRecord] = []
-        for item in otlp.iter_spans(request, limits, now_ns=now_ns, resources=resources, cuts=result.cuts):
+        for item in wire.iter_spans(request, limits, now_ns=now_ns, resources=resources, cuts=result.cuts):
             if isinstance(item, otlp.RejectedSpan):
                 result.rejected[item.reason] += item.count
                 continue
@@ -342,19 +343,20 @@ def logs_ingest(*, project: Project, request, limits: IngestLimits, now: dt.date
     oldest_ns = now_ns - project.retention_days * 86_400 * 1_000_000_000
     result = LogsResult()
     escalation_tools = frozenset(project.escalation_tools or ())
-    total = otlp.count_log_records(request)
+    # `request` is an ExportLogsServiceRequest, or a large body's wire.LargeRequest: wire serves both.
+    total = wire.count_log_records(request)
     if total > limits.max_log_records_per_request:
         raise otlp.OtlpError(413, f"{total} log records in one request exceeds the limit of {limits.max_log_records_per_request}")
 
     # Tool calls made from records go to the partitioned tool-call table: its days first.
-    partitions.ensure_partitions(otlp.log_days(request, min_ns=oldest_ns, max_ns=now_ns + 86_400 * 10**9))
-    resources = otlp.log_resources(request, limits, cuts=result.cuts)
+    partitions.ensure_partitions(wire.log_days(request, min_ns=oldest_ns, max_ns=now_ns + 86_400 * 10**9))
+    resources = wire.log_resources(request, limits, cuts=result.cuts)
     resource_ids = storage.resource_ids(project.pk, resources, now)
 
     with _gc_paused(), transaction.atomic(), storage.changed_buckets_marked_last():
         _bound_statement_time()
         slice_: list = []
-        for item in otlp.iter_log_records(request, limits, now_ns=now_ns, resources=resources, cuts=result.cuts):
+        for item in wire.iter_log_records(request, limits, now_ns=now_ns, resources=resources, cuts=result.cuts):
             if isinstance(item, otlp.RejectedSpan):
                 result.rejected[item.reason] += item.count
                 continue

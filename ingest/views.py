@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from ingest import admission, otlp, services, throttle
+from ingest import admission, otlp, services, throttle, wire
 from ingest.limits import IngestLimits
 
 logger = logging.getLogger(__name__)
@@ -81,14 +81,15 @@ class Signal:
     limit: Callable[[IngestLimits], int] | None  # items allowed per request (None: no limit of its own)
 
 
-TRACES = Signal("traces", "spans", otlp.decode_request, otlp.count_spans, lambda limits: limits.max_spans_per_request)
+# Large protobuf bodies are checked and flattened (metrics: counted) in pieces (ingest/wire.py), in bounded memory.
+TRACES = Signal("traces", "spans", wire.decode_traces, wire.count_spans, lambda limits: limits.max_spans_per_request)
 LOGS = Signal(
-    "logs", "log records", otlp.decode_logs_request, otlp.count_log_records,
+    "logs", "log records", wire.decode_logs, wire.count_log_records,
     lambda limits: limits.max_log_records_per_request,
 )  # fmt: skip
 # Metrics are answered (and counted as dropped) but not stored: no per-request count limit
 # beyond the body limits, since nothing per point is kept.
-METRICS = Signal("metrics", "metric data points", otlp.decode_metrics_request, otlp.count_data_points, None)
+METRICS = Signal("metrics", "metric data points", wire.decode_metrics, wire.count_data_points, None)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,243 @@
+"""Large protobuf bodies (ingest/wire.py): walked in pieces, they make exactly what the whole-message
+path makes: the same records, resources, cuts, span counts and days, and the same 400 for bad bytes.
+
+The thresholds are lowered so that small requests take the walk; each request is flattened both ways."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+from ingest import grpc_edge, otlp, views, wire
+from ingest.limits import DEFAULT_LIMITS, IngestLimits
+
+NOW_NS = 1_800_000_000 * 10**9
+SMALL = IngestLimits(
+    max_attributes_per_span=12, max_events_per_span=3, max_links_per_span=3, max_array_items=5,
+    max_kvlist_entries=4, max_value_depth=4, max_attribute_value_chars=64, max_attribute_bytes_per_span=2048,
+    max_attribute_bytes_per_request=6000, max_spans_per_request=50,
+)  # fmt: skip
+
+
+@pytest.fixture
+def walked(monkeypatch):
+    """Every body takes the walk, and every message over 40 bytes is walked rather than parsed."""
+    monkeypatch.setattr(wire, "LARGE_BODY_BYTES", 0)
+    monkeypatch.setattr(wire, "PIECE_BYTES", 40)
+
+
+def both(body: bytes, limits: IngestLimits):
+    """(whole-message outcome, walked outcome), each: span count, days, resources, records, cuts."""
+    whole = _outcome(otlp.decode_request(body, otlp.PROTOBUF, limits), limits, otlp)
+    lean = wire.decode_traces(body, otlp.PROTOBUF, limits)
+    assert type(lean) is wire.LargeRequest
+    return whole, _outcome(lean, limits, wire)
+
+
+def _outcome(request, limits, module):
+    otlp._STORED_PAIRS.clear()  # the pair cache changes no result, but start both runs alike
+    otlp._SEEN_ONCE.clear()
+    cuts = otlp.Cuts()
+    count = module.count_spans(request)
+    days = module.start_days(request, min_ns=NOW_NS - 86_400 * 10**9 * 30, max_ns=NOW_NS + 86_400 * 10**9)
+    resources = [r for r in module.request_resources(request, limits, cuts=cuts) if r is not None]
+    try:
+        records = list(module.iter_spans(request, limits, now_ns=NOW_NS, resources=None, cuts=otlp.Cuts()))
+        records_cuts = None
+    except otlp.OtlpError as exc:
+        records, records_cuts = (exc.http_status, exc.message), None
+    if records_cuts is None:
+        cuts_after = otlp.Cuts()
+        list_resources = [r for r in module.request_resources(request, limits, cuts=cuts_after) if r is not None]
+        try:
+            list(module.iter_spans(request, limits, now_ns=NOW_NS, resources=None, cuts=cuts_after))
+        except otlp.OtlpError:
+            pass
+        records_cuts = (dict(cuts_after), cuts_after.left, list_resources)
+    return count, days, resources, dict(cuts), records, records_cuts
+
+
+def string(text: str) -> AnyValue:
+    return AnyValue(string_value=text)
+
+
+def array(values) -> AnyValue:
+    return AnyValue(array_value=ArrayValue(values=list(values)))
+
+
+def kvlist(pairs) -> AnyValue:
+    return AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key=k, value=v) for k, v in pairs]))
+
+
+def span(number: int, attributes=(), **fields) -> Span:
+    fields.setdefault("start_time_unix_nano", NOW_NS - 10**9)
+    fields.setdefault("end_time_unix_nano", NOW_NS)
+    return Span(
+        trace_id=bytes(range(1, 17)), span_id=number.to_bytes(8, "big"), name=f"execute_tool t{number % 3}",
+        attributes=[KeyValue(key=k, value=v) for k, v in attributes], **fields,
+    )  # fmt: skip
+
+
+def request(*resource_spans) -> bytes:
+    return ExportTraceServiceRequest(resource_spans=list(resource_spans)).SerializeToString()
+
+
+def resource_spans(spans, *, service="svc", scopes=1, **resource) -> ResourceSpans:
+    attributes = [KeyValue(key="service.name", value=string(service))] + resource.pop("attributes", [])
+    per = max(1, len(spans) // scopes)
+    groups = [spans[i : i + per] for i in range(0, len(spans), per)] or [[]]
+    return ResourceSpans(
+        resource=Resource(attributes=attributes, **resource),
+        scope_spans=[ScopeSpans(scope={"name": f"scope{i}", "version": "1"}, spans=g) for i, g in enumerate(groups)],
+    )
+
+
+def deep(depth: int, width: int) -> AnyValue:
+    value = string("leaf")
+    for level in range(depth):
+        value = kvlist([(f"k{level}.{i}", value) for i in range(width)])
+    return value
+
+
+CASES = {
+    "ordinary spans": lambda: request(
+        resource_spans(
+            [span(i, [("gen_ai.tool.name", string(f"tool{i % 4}")), ("n", AnyValue(int_value=i))],
+                  status=Status(code=2 if i % 5 == 0 else 1, message="boom")) for i in range(1, 30)],
+            scopes=3,
+        ),
+        resource_spans([span(100 + i, [("x", AnyValue(double_value=1.5))]) for i in range(5)], service="other"),
+    ),  # fmt: skip
+    "one huge array of tiny ints": lambda: request(resource_spans([span(1, [("list", array(AnyValue(int_value=1) for _ in range(3000)))])])),
+    "a huge array of items alike in shape only": lambda: request(
+        resource_spans([span(1, [("list", array(AnyValue(int_value=i % 120) for i in range(3000))),
+                                 ("mixed", array(string("s" * (i % 9)) if i % 4 else AnyValue(bool_value=True) for i in range(3000)))])])
+    ),  # fmt: skip
+    "many tiny attributes": lambda: request(resource_spans([span(1, [(f"k{i}", string("v")) for i in range(2000)])])),
+    "deep kvlists": lambda: request(resource_spans([span(i, [("deep", deep(7, 3))]) for i in range(1, 5)])),
+    "arrays within arrays": lambda: request(
+        resource_spans([span(1, [("a", array(array(AnyValue(int_value=j) for j in range(40)) for _ in range(30))),
+                                 ("s", string("x" * 300)), ("b", AnyValue(bool_value=True))])])
+    ),  # fmt: skip
+    "kvlists of arrays, over the budget": lambda: request(
+        resource_spans([span(i, [(f"big{j}", kvlist((f"e{k}", array(string("y" * 30) for _ in range(50))) for k in range(9)))
+                                 for j in range(4)] + [("small", string("kept"))]) for i in range(1, 4)])
+    ),  # fmt: skip
+    "events and links, many": lambda: request(
+        resource_spans([span(1, [("k", string("v"))],
+            events=[Span.Event(name=f"e{i}", time_unix_nano=NOW_NS - i, attributes=[KeyValue(key=f"a{j}", value=string("w" * 20)) for j in range(30)]) for i in range(10)],
+            links=[Span.Link(trace_id=bytes(range(2, 18)), span_id=(i + 1).to_bytes(8, "big") if i % 3 else b"bad",
+                             attributes=[KeyValue(key="l", value=array(AnyValue(int_value=1) for _ in range(60)))]) for i in range(8)],
+            dropped_events_count=2, dropped_links_count=1, dropped_attributes_count=4)])
+    ),  # fmt: skip
+    "rejected and spanless": lambda: request(
+        resource_spans([]),
+        resource_spans([span(1, [("l", array(string("z") for _ in range(100)))], start_time_unix_nano=0),
+                        span(2, [("l", array(string("z") for _ in range(100)))], end_time_unix_nano=1),
+                        span(3, [("l", array(string("z") for _ in range(100)))])]),
+    ),  # fmt: skip
+    "a big resource and a big scope": lambda: request(
+        resource_spans([span(1, [("k", string("v"))]), span(2, [("k", string("w" * 100))])],
+                       attributes=[KeyValue(key=f"r{i}", value=string("q" * 10)) for i in range(40)])
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("limits", [SMALL, DEFAULT_LIMITS], ids=["small limits", "default limits"])
+def test_the_walk_makes_what_the_whole_message_makes(walked, name, limits):
+    whole, lean = both(CASES[name](), limits)
+    assert lean == whole
+    assert whole[0] > 0 or name == "rejected and spanless"
+
+
+@pytest.mark.parametrize("scopes", [1, 4])
+def test_too_many_spans_are_refused_as_soon_as_counted(walked, scopes):
+    body = request(resource_spans([span(i, [("k", string("v" * 50))]) for i in range(1, 80)], scopes=scopes))
+    assert otlp.count_spans(otlp.decode_request(body, otlp.PROTOBUF)) == 79
+    with pytest.raises(otlp.OtlpError) as refused:
+        wire.decode_traces(body, otlp.PROTOBUF, SMALL)
+    assert (refused.value.http_status, refused.value.message) == (413, "more than 50 spans in one request exceeds the limit of 50")
+
+
+@pytest.mark.parametrize("name", ["one huge array of tiny ints", "a huge array of items alike in shape only", "many tiny attributes"])
+def test_no_piece_parsed_is_much_longer_than_a_piece(walked, monkeypatch, name):
+    longest = []
+    parse = wire._Check.parse
+
+    def measured(check, path, start, end):
+        longest.append(end - start)
+        return parse(check, path, start, end)
+
+    monkeypatch.setattr(wire._Check, "parse", measured)
+    wire.decode_traces(CASES[name](), otlp.PROTOBUF, SMALL)
+    # A run ends with the field that takes it past PIECE_BYTES, or 64 identical items past it.
+    assert 0 < max(longest) <= 40 + 64 * 12
+
+
+def test_both_edges_decode_large_trace_bodies_in_pieces(walked):
+    body = CASES["one huge array of tiny ints"]()
+    assert type(grpc_edge.TRACES.decode(body)) is wire.LargeRequest
+    assert type(views.TRACES.decode(body, otlp.PROTOBUF, DEFAULT_LIMITS)) is wire.LargeRequest
+    assert grpc_edge.TRACES.count(grpc_edge.TRACES.decode(body)) == 1
+
+
+def test_a_walked_array_keeps_its_first_items_and_counts_the_rest(walked):
+    _, lean = both(CASES["one huge array of tiny ints"](), SMALL)
+    (record,) = lean[4]
+    assert record.attributes["list"] == [1, 1, 1, 1, 1, "[cut: 2995 more items]"]
+
+
+def test_the_walk_is_taken_only_for_large_protobuf_bodies():
+    body = CASES["ordinary spans"]()
+    assert type(wire.decode_traces(body, otlp.PROTOBUF)) is ExportTraceServiceRequest
+    assert type(wire.decode_traces(b"{}", otlp.JSON)) is ExportTraceServiceRequest
+
+
+def _ld(number: int, payload: bytes) -> bytes:
+    return wire._ld(number, payload)
+
+
+def _bad_bodies():
+    good = CASES["one huge array of tiny ints"]()
+    utf8 = AnyValue(string_value="ok").SerializeToString().replace(b"ok", b"\xff\xfe")
+    items = b"".join(_ld(1, AnyValue(int_value=1).SerializeToString()) for _ in range(300))
+    bad_array = _ld(5, items + _ld(1, utf8) + items)  # the bad item is far past the items kept
+    attribute = _ld(1, b"list") + _ld(2, bad_array)
+    nested = string("x").SerializeToString()
+    for _ in range(60):
+        nested = _ld(5, _ld(1, nested))
+    return {
+        "truncated": good[:-3],
+        "junk after": good + b"\xff",
+        "bad UTF-8 past the kept items": _ld(1, _ld(2, _ld(2, span(1).SerializeToString() + _ld(9, attribute)))),
+        "nested past upb's limit": _ld(1, _ld(2, _ld(2, span(1).SerializeToString() + _ld(9, _ld(1, b"n") + _ld(2, nested))))),
+        "a length past the end inside a span": _ld(1, _ld(2, _ld(2, span(1).SerializeToString() + b"\x4a\x7f" + b"\x00" * 60))),
+    }
+
+
+@pytest.mark.parametrize("name", list(_bad_bodies()))
+def test_bad_protobuf_is_the_same_400_either_way(walked, name):
+    body = _bad_bodies()[name]
+    with pytest.raises(otlp.OtlpError) as whole:
+        otlp.decode_request(body, otlp.PROTOBUF)
+    with pytest.raises(otlp.OtlpError) as lean:
+        wire.decode_traces(body, otlp.PROTOBUF)
+    assert (lean.value.http_status, lean.value.message) == (whole.value.http_status, whole.value.message) == (
+        400, whole.value.message
+    )
+    assert whole.value.message.startswith("body is not a valid ExportTraceServiceRequest protobuf: ")
+
+
+def test_repeated_fields_are_merged_as_upb_merges_them(walked):
+    # A value sent twice is one merged value; an array then a string is the string (a oneof).
+    first = AnyValue(array_value=ArrayValue(values=[AnyValue(int_value=i) for i in range(30)])).SerializeToString()
+    twice = _ld(1, b"twice") + _ld(2, first) + _ld(2, first)
+    switched = _ld(1, b"switched") + _ld(2, first + string("s").SerializeToString())
+    body = _ld(1, _ld(2, _ld(2, span(1).SerializeToString() + _ld(9, twice) + _ld(9, switched) + _ld(15, b"\x08\x02"))))
+    whole, lean = both(body, SMALL)
+    assert lean == whole
+    assert whole[4][0].attributes["switched"] == "s"
