@@ -16,7 +16,7 @@ Contract:
   (hysteresis), judged against the baseline it was opened on when `opened_at[kind]` is
   given, so a degraded level never becomes the norm while its alert is open. Without
   enough recent volume to tell, an open kind keeps firing: silence is not recovery.
-- `replay(series, start, end, thresholds, *, fine_series, step)` runs `detect` every
+- `replay(series, start, end, thresholds, *, fine_series, step, fine_from)` runs `detect` every
   `step` (an hour, or 15 minutes with `fine_series`) as the scheduled job does, carrying
   the open alerts, and returns the alert episodes.
 - `Thresholds` holds every tunable with its default; `Thresholds.from_overrides(d)` and
@@ -1124,6 +1124,7 @@ def replay(
     *,
     fine_series: Sequence[Bucket] | None = None,
     step: timedelta = HOUR,
+    fine_from: datetime | None = None,
 ) -> Replay:
     """`detect` at every `step` in (start, end], as the scheduled job runs it.
 
@@ -1131,7 +1132,9 @@ def replay(
     open kinds and their opening times are carried from one evaluation to the next, so the
     hysteresis is the one production sees. For backfills, charts and the benchmark.
     A `step` shorter than an hour (it must divide the hour into whole 5-minute buckets)
-    needs `fine_series`, the sub-hour buckets the recent windows are summed from.
+    needs `fine_series`, the sub-hour buckets the recent windows are summed from. With
+    `fine_from` (an hour), the evaluations before it are hourly and read no `fine_series`:
+    a range reaching back past the sub-hour buckets' horizon (dashboard/alerting/evaluation.py).
     """
     if step <= timedelta(0) or HOUR % step or step % FINE_STEP:
         raise ValueError(f"step: must divide an hour into whole multiples of 5 minutes, got {step}")
@@ -1145,14 +1148,19 @@ def replay(
     current: dict[str, tuple[datetime, Finding]] = {}
     episodes: list[Episode] = []
     evaluations = evaluated = 0
+
+    def fine_at(moment: datetime) -> HourlySeries | None:
+        return fine if fine_from is None or moment >= fine_from else None
+
     now = _floor_hour(start)
     while now <= start:
-        now += step
+        now += step if fine_at(now) is not None else HOUR
     prepared = None
     while now <= end:
-        if prepared is None or len(prepared._aggs) > 4096:
+        fine_now = fine_at(now)
+        if prepared is None or prepared.fine is not fine_now or len(prepared._aggs) > 4096:
             # Shared by nearby evaluations: four quarter hours judge against one hourly baseline.
-            prepared = _View(view, thresholds, fine)
+            prepared = _View(view, thresholds, fine_now)
         findings = _detect(prepared, now, frozenset(opened), opened, full=False)
         evaluations += 1
         evaluated += any(f.statistics["evaluated"] for f in findings)
@@ -1164,7 +1172,7 @@ def replay(
                 del opened[f.kind]
                 at, first = current.pop(f.kind)
                 episodes.append(Episode(f.kind, at, now, first))
-        now += step
+        now += step if fine_now is not None else HOUR
     episodes.extend(Episode(kind, at, None, first) for kind, (at, first) in current.items())
     episodes.sort(key=lambda e: (e.opened, e.kind))
     return Replay(episodes, evaluations, evaluated)

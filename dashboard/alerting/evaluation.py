@@ -19,8 +19,10 @@ Its chart points cover the whole baseline and the recent windows, one per hour, 
 Past hours (`drift_evaluate_range`): spans that arrive for hours the job has already judged (a
 backfill, an importer, a Collector catching up) are evaluated for those hours, after the
 rollup refresh that reads them (`backfilled_range`, dashboard/tasks.py) or by
-`manage.py evaluate_drift --since --until`; alerts open at the hour they would have opened and
-nothing already alerted is alerted again.
+`manage.py evaluate_drift --since --until`, the way the job would have judged them: every 15
+minutes on the 5-minute rollups where they are kept (FINE_HORIZON, 3 days), hourly before that.
+Alerts open at the quarter hour they would have opened and nothing already alerted is alerted
+again.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ import datetime as dt
 from collections import defaultdict
 
 from django.db.models import Max, Min, Q, Sum
+from django.utils import timezone
 
 from dashboard import drift
 from dashboard.alerting.explain import alert_sentence
 from dashboard.alerting.lifecycle import alert_apply_finding, alert_record_past
 from dashboard.models import Alert, ToolRollup
-from dashboard.rollups.rows import floor_time
+from dashboard.rollups.rows import FINE_HORIZON, floor_time
 from ingest.models import ChangedBucket, Project, ToolCall
 
 HOUR = dt.timedelta(hours=1)
@@ -194,19 +197,26 @@ def drift_evaluate(*, project_id: int, now: dt.datetime) -> int:
 # inside its baseline, never in a recent window, so they are evaluated for their own hours.
 BACKFILL_AFTER = HOUR * 2
 FOREVER = dt.datetime.max.replace(tzinfo=dt.UTC)  # the end of an episode still firing
+QUARTER = dt.timedelta(minutes=15)  # the scheduled job's cadence (config/celery.py)
 
 
-def drift_evaluate_range(*, project_id: int, since: dt.datetime, until: dt.datetime) -> list[Alert]:
-    """Evaluate the hours in (since, until] as the hourly job would have; returns the alerts made.
+def drift_evaluate_range(
+    *, project_id: int, since: dt.datetime, until: dt.datetime, now: dt.datetime | None = None
+) -> list[Alert]:
+    """Evaluate (since, until] (taken to hours) as the job would have; returns the alerts made.
 
-    For data that arrived after its hours were judged. Every tool is replayed hourly
-    (`drift.replay`, carrying open kinds as the job does); each episode is an alert opened
-    at the hour it would have opened (`opened_at` = that hour), unless an alert of the same
-    (tool, kind) already covers part of it: what was alerted is not alerted again, so
-    running a range twice changes nothing. An episode over by `until` is recorded resolved
-    (at the hour it would have resolved), with no notices: there is nothing left to act on.
-    One still firing at `until` opens through the lifecycle, with its notices, and the job
-    judges it from then on. docs/drift.md#past-hours.
+    For data that arrived after its hours were judged. Every tool is replayed (`drift.replay`,
+    carrying open kinds as the job does) every 15 minutes, the recent windows summed from the
+    5-minute rollups, where those are still kept at `now` (the wall clock by default): from
+    the first hour wholly inside FINE_HORIZON plus the recent windows' length. Before that it
+    is replayed hourly, on whole hours (the refresh writes no 5-minute rows there and the
+    nightly prune deletes them). Each episode is an alert opened at the evaluation it would
+    have opened at (`opened_at` = that quarter hour; the job runs 3 minutes after it), unless
+    an alert of the same (tool, kind) already covers part of it: what was alerted is not
+    alerted again, so running a range twice changes nothing. An episode over by `until` is
+    recorded resolved (when it would have resolved), with no notices: there is nothing left
+    to act on. One still firing at `until` opens through the lifecycle, with its notices, and
+    the job judges it from then on. docs/drift.md#past-hours.
     """
     project = Project.objects.get(pk=project_id)
     since, until = floor_time(since, 3600), floor_time(until, 3600)
@@ -215,6 +225,16 @@ def drift_evaluate_range(*, project_id: int, since: dt.datetime, until: dt.datet
     configured = [thresholds_for(project, tool) for tool in ["*", *(project.drift_thresholds or {})]]
     history = max(th.history_hours for th in configured)
     series = hourly_series(project, since - history * HOUR, until)
+    # The 5-minute rollups the quarter-hour evaluations sum their recent windows from, in one
+    # read for the range: a quarter hour needs the last `recent` hours of them (as the job reads).
+    recent = max(th.guard_hours + th.confirm_hours for th in configured)
+    kept = floor_time((now or timezone.now()) - FINE_HORIZON, 3600) + HOUR  # as dashboard/rollups/refresh.py
+    fine_start = max(since - recent * HOUR, kept)
+    fine_from = fine_start + recent * HOUR
+    fine = (
+        hourly_series(project, fine_start, until, resolution=ToolRollup.Resolution.FIVE_MINUTES)
+        if fine_from < until else None
+    )  # fmt: skip
     covered: dict[tuple[str, str], list[tuple[dt.datetime, dt.datetime | None]]] = defaultdict(list)
     for tool, kind, opened_at, resolved_at in Alert.objects.filter(project=project).values_list(
         "tool", "kind", "opened_at", "resolved_at"
@@ -223,7 +243,11 @@ def drift_evaluate_range(*, project_id: int, since: dt.datetime, until: dt.datet
     made = []
     for tool in sorted(series):
         buckets = series[tool]
-        result = drift.replay(drift.HourlySeries(buckets), since, until, thresholds_for(project, tool))
+        result = drift.replay(
+            drift.HourlySeries(buckets), since, until, thresholds_for(project, tool),
+            fine_series=None if fine is None else fine.get(tool, []), step=HOUR if fine is None else QUARTER,
+            fine_from=fine_from,
+        )  # fmt: skip
         for episode in result.episodes:
             if any(
                 opened <= (episode.resolved or FOREVER) and (resolved is None or resolved >= episode.opened)

@@ -505,6 +505,27 @@ def test_replay_every_15_minutes_opens_and_resolves_exactly_where_detect_does():
     assert sorted(transitions) == sorted(expected) and transitions
 
 
+def test_replay_before_fine_from_is_hourly_and_every_step_from_it_on():
+    # A range reaching back past the 5-minute rollups' horizon (dashboard/alerting/evaluation.py).
+    sc = generate("s5_retry_step", 50, fine=True)  # the step comes at 04:41
+    exp = sc.expected[0]
+    hourly, fine = HourlySeries(sc.series["degrading"]), HourlySeries(sc.fine_series["degrading"])
+    hour = exp.onset.replace(minute=0, second=0, microsecond=0)
+    start, end, quarter = hour - 6 * HOUR, hour + 6 * HOUR, timedelta(minutes=15)
+    every_quarter = replay(hourly, start, end, fine_series=fine, step=quarter)
+    every_hour = replay(hourly, start, end)
+    assert every_quarter.episodes[0].opened <= exp.deadline < every_hour.episodes[0].opened == hour + 3 * HOUR
+
+    # fine_from after the hourly opening: judged hourly, as without 5-minute buckets at all.
+    late = replay(hourly, start, end, fine_series=fine, step=quarter, fine_from=hour + 4 * HOUR)
+    assert [(e.kind, e.opened) for e in late.episodes] == [(e.kind, e.opened) for e in every_hour.episodes]
+    assert late.evaluations == 9 + 9  # the hours up to hour + 3 h, then every 15 minutes to the end
+    # fine_from before the step: each quarter hour from it on, exactly as throughout.
+    early = replay(hourly, start, end, fine_series=fine, step=quarter, fine_from=start + 3 * HOUR)
+    assert [(e.kind, e.opened) for e in early.episodes] == [(e.kind, e.opened) for e in every_quarter.episodes]
+    assert early.evaluations == 2 + 9 * 4 + 1
+
+
 def test_an_open_alert_stays_open_when_the_tool_goes_quiet():
     series = with_hours(with_hours(steady(230), 196, retries=100), 210, calls=3, errors=0, retries=1, escalations=0,
                         wasted_retries=0)  # fmt: skip

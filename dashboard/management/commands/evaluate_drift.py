@@ -1,4 +1,5 @@
-"""Evaluate drift over a past range, hour by hour, as the scheduled job would have (docs/drift.md#past-hours)."""
+"""Evaluate drift over a past range as the scheduled job would have: every 15 minutes where the 5-minute rollups
+are kept, hourly before (docs/drift.md#past-hours)."""
 
 import datetime as dt
 
@@ -20,8 +21,9 @@ def _moment(value: str) -> dt.datetime:
 
 class Command(BaseCommand):
     help = (
-        "Evaluate drift at every hour in (--since, --until] (default: until the last complete hour) for history "
-        "that arrived after its hours were judged: alerts open at the hour they would have opened (an episode "
+        "Evaluate drift in (--since, --until] (whole hours; default: until the last complete hour) for history "
+        "that arrived after its hours were judged, as the job would have: every 15 minutes on the 5-minute rollups "
+        "(kept 3 days), hourly before that. Alerts open at the quarter hour they would have opened (an episode "
         "already over is recorded resolved, without notices), and nothing already alerted is alerted again."
     )
 

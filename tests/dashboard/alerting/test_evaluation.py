@@ -178,6 +178,53 @@ def test_a_range_evaluation_does_not_re_alert_what_the_job_already_alerted():
     assert alert.status == "open"
 
 
+def _backfilled_step(*, fine: bool = True):
+    # Seed 50: the step comes at 04:41. Judged on whole hours it opens at 07:00, past its 2 h.
+    scenario = scenarios.generate("s5_retry_step", 50, fine=True)
+    expected = scenario.expected[0]
+    project = make_project()
+    store(project, scenario)
+    if fine:  # the scenario's quarter hours stand in for the 5-minute rollups
+        store(project, scenario, resolution=300, series=scenario.fine_series)
+    since = expected.onset.replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=6)
+    return scenario, expected, project, since, since + dt.timedelta(hours=12)
+
+
+def test_a_range_evaluation_opens_a_backfilled_step_at_the_quarter_hour_the_job_would_have():
+    from dashboard.alerting.evaluation import drift_evaluate_range
+
+    scenario, expected, live, since, until = _backfilled_step()
+    quarter = dt.timedelta(minutes=15)
+    moment = since + scenarios.EVALUATION_LAG
+    while moment <= expected.onset + dt.timedelta(hours=2):  # the job, had the spans come in time
+        drift_evaluate(project_id=live.pk, now=moment)
+        moment += quarter
+    (job,) = Alert.objects.filter(project=live)
+    _, _, project, _, _ = _backfilled_step()
+
+    made = drift_evaluate_range(project_id=project.pk, since=since, until=until, now=until + dt.timedelta(hours=3))
+
+    assert [(a.tool, a.kind) for a in made] == [(expected.tool, "retry_rise_flat_error")] == [(job.tool, job.kind)]
+    alert = made[0]
+    assert alert.opened_at == job.opened_at - scenarios.EVALUATION_LAG  # the job runs 3 minutes after its quarter
+    assert alert.opened_at <= expected.deadline and alert.opened_at.minute != 0
+    assert alert.evidence["recent"] == job.opening_evidence["recent"]  # the same windows, ending at that quarter
+    assert alert.evidence["statistics"] == job.opening_evidence["statistics"]
+    assert drift_evaluate_range(project_id=project.pk, since=since, until=until, now=until) == []  # once
+
+
+def test_a_range_past_the_5_minute_rollups_horizon_is_judged_hourly():
+    from dashboard.alerting.evaluation import drift_evaluate_range
+
+    _, expected, project, since, until = _backfilled_step(fine=False)
+    hourly = drift.replay(drift.HourlySeries(scenarios.generate("s5_retry_step", 50, fine=True).series[expected.tool]),
+                          since, until)  # fmt: skip
+    # Four days on, the 5-minute rows of those hours were never written (dashboard/rollups/refresh.py).
+    (alert,) = drift_evaluate_range(project_id=project.pk, since=since, until=until, now=until + dt.timedelta(days=4))
+
+    assert alert.opened_at == hourly.episodes[0].opened == since + dt.timedelta(hours=9)  # 07:00, not 06:15
+
+
 def test_the_evaluate_drift_command_evaluates_a_range_and_says_what_it_opened():
     from io import StringIO
 
