@@ -52,8 +52,9 @@ def _seed(project_id: int) -> fleet_load.SeedBlock:
 
 def _copy_differences(stage: str, table: str, columns, k: int, shift: dt.timedelta, skip=()) -> int:
     """Rows of copy k that differ from the seed block once the trace id prefix and the time shift are undone."""
-    # A span's attributes, events and links are json, which has no equality: compared as jsonb.
-    kept = [f"{c}::jsonb" if c in ("attributes", "events", "links") else c
+    # A span's attributes, events and links and a call's arguments and result are json, which has
+    # no equality: compared as jsonb.
+    kept = [f"{c}::jsonb" if c in ("attributes", "events", "links", "arguments", "result") else c
             for c in columns if c not in TIMES and c != "trace_id" and c not in skip]  # fmt: skip
     copy = ", ".join(["substr(trace_id, 9)", *(f"{c} - %(shift)s" for c in TIMES), *kept])
     seed = ", ".join(["substr(trace_id, 9)", *TIMES, *kept])
