@@ -27,6 +27,9 @@ within the write deadline, ingest.limits.MAX_WRITE = 30 s). Shapes:
     logs_many_attributes  one log record with ~6.7 M one-letter attributes
     logs_deep_kvlists  log records whose bodies nest kvlists 64 deep, 4 wide
     logs_empty_scopes  one ResourceLogs of ~32 M empty ScopeLogs (413: max_scopes_per_request)
+    pb_repeated_name   one span with its name sent ~16 M times (413: a single field sent more often
+                       than the walk keeps; upb would parse every copy)
+    logs_body_twice    one log record whose body (~7 M tiny ints) is sent twice (413: upb would merge them)
     metrics_many_points   POST /v1/metrics: one gauge of ~32 M empty data points (all dropped, counted)
     metrics_points_mixed  one gauge of ~5 M data points, no two in a row alike
     metrics_many_metrics  ~32 M empty Metrics (413: max_metrics_per_request)
@@ -231,6 +234,19 @@ def logs_empty_scopes(limit: int) -> tuple[bytes, str]:
     return _ld(1, b"\x12\x00" * ((limit - 16) // 2)), "x-protobuf"
 
 
+def pb_repeated_name(limit: int) -> tuple[bytes, str]:
+    # Span.name sent ~16 M times: upb keeps the last, but only after parsing every copy.
+    name = _ld(5, b"n")
+    return _request([_span_bytes(1, []) + name * ((limit - 256) // len(name))]), "x-protobuf"
+
+
+def logs_body_twice(limit: int) -> tuple[bytes, str]:
+    # A body of ~7 M tiny ints sent twice in one record: upb concatenates the arrays (a whole parse).
+    item = _ld(1, b"\x18\x01")
+    body = _ld(5, _array(item * ((limit - 256) // 2 // (len(item) + 1))))
+    return _logs_request([_record_bytes(body + body)]), "x-protobuf"
+
+
 def _gauge_request(points: bytes) -> bytes:
     return _ld(1, _ld(2, _ld(2, _ld(1, b"g") + _ld(5, points))))  # ResourceMetrics, ScopeMetrics, Metric.gauge
 
@@ -253,7 +269,7 @@ SHAPES = {
     for f in (
         pb_array_ints, pb_array_mixed, pb_bad_tail, pb_array_strings, pb_deep_kvlists, pb_many_attributes, pb_long_strings, pb_many_spans_big,
         json_array_gzip, json_at_limit, gzip_bomb, pb_empty_resources, logs_array_ints, logs_many_attributes, logs_deep_kvlists,
-        logs_empty_scopes, metrics_many_points, metrics_points_mixed, metrics_many_metrics,
+        logs_empty_scopes, pb_repeated_name, logs_body_twice, metrics_many_points, metrics_points_mixed, metrics_many_metrics,
     )
 }  # fmt: skip
 

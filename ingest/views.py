@@ -161,6 +161,11 @@ def _store(received: Received, write: Callable[[dt.datetime], object], partial_s
     try:
         result = write(now)
         services.api_key_touch(key=received.key, now=now)
+    except otlp.OtlpError as exc:  # a limit the write applies itself (its transaction rolled back): as gRPC's edge
+        project = received.key.project
+        logger.info("ingest: refused a request of project %s: %s %s", project.slug, exc.http_status, exc.message)
+        _count_refusal(project, exc.http_status)
+        return _answer(media, exc.http_status, otlp.error_body(media, exc))
     except DatabaseError:
         logger.exception("ingest: database refused the write; answering 503")
         return _unavailable(media)

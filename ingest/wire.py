@@ -32,7 +32,9 @@ apply to the whole-message path too (`_check_containers`), so both paths refuse 
 The edges call these in place of otlp's (ingest/views.py, ingest/grpc_edge.py, ingest/services.py);
 anything else is handed to otlp unchanged. Pure: no Django. tests/ingest/test_large_bodies.py and
 tests/ingest/test_large_logs_metrics.py hold the two paths to the same records for ordinary and
-hostile requests.
+hostile requests. One shape differs on purpose: in a message over PIECE_BYTES, a singular field
+sent more often than the walk keeps of it (a log record's body: more than once) is merged by upb,
+but refused here (413, `_repeated_too_often`): merging them means parsing the message whole.
 """
 
 from __future__ import annotations
@@ -683,6 +685,7 @@ class _Check:
             self.refute(path, field_start, end)
         if run_start >= 0:
             self.piece(path, run_start, end, on_run)
+        _refuse_merges(descriptor, node)
 
 
     def piece(self, path: tuple[int, ...], start: int, end: int, on_run):
@@ -873,8 +876,9 @@ _HEAD_OMITS = {
 
 
 def _head(check_or_request, message_class, start: int, end: int):
-    """A walked message without its repeated fields (those _HEAD_OMITS names); parsed whole when
-    its other fields repeat past what the walk kept of them."""
+    """A walked message without its repeated fields (those _HEAD_OMITS names). Another field sent
+    more often than the walk keeps of a field (upb would merge them all) is a 413: parsing the
+    message whole to merge them is what the walk exists to avoid."""
     data, node = check_or_request.data, check_or_request.nodes[start]
     omits = _HEAD_OMITS[message_class]
     pieces = []
@@ -882,10 +886,46 @@ def _head(check_or_request, message_class, start: int, end: int):
         if number in omits:
             continue
         if node.counts[number] > len(found):
-            return message_class.FromString(data[start:end])
+            raise _repeated_too_often(message_class.DESCRIPTOR, number, node.counts[number])
         pieces += found
     pieces.sort()
     return message_class.FromString(b"".join(data[a:b] for a, _, b in pieces))
+
+
+def _repeated_too_often(descriptor, number: int, count: int) -> otlp.OtlpError:
+    name = descriptor.fields_by_number[number].name
+    return otlp.OtlpError(
+        413, f"field {name!r} of {_a(descriptor.name)} over {PIECE_BYTES:,} bytes is sent {count} times: a single "
+        "field, which would have to be parsed whole to merge the copies; send it once"
+    )  # fmt: skip
+
+
+def _refuse_merges(descriptor, node: _Node) -> None:
+    """A walked message (over PIECE_BYTES) in the form every exporter writes, else a 413: no
+    singular field sent twice, and in the attribute values (AnyValue, ArrayValue, KeyValueList,
+    KeyValue) no second value of the oneof and no unknown field. upb would merge such copies (the
+    last string wins, arrays are concatenated), which only a whole parse of the message can tell,
+    and a whole parse of it is the unbounded allocation the walk exists to avoid."""
+    fields = descriptor.fields_by_number
+    for number, count in node.counts.items():
+        described = fields.get(number)
+        if described is not None and count > 1 and not described.is_repeated:
+            raise _repeated_too_often(descriptor, number, count)
+    if descriptor.name not in _VALUE_MESSAGES or descriptor.file.package != AnyValue.DESCRIPTOR.file.package:
+        return
+    unknown = sorted(set(node.counts) - set(fields))
+    if unknown:
+        raise otlp.OtlpError(413, f"{_a(descriptor.name)} over {PIECE_BYTES:,} bytes carries unknown fields {unknown}")
+    if descriptor.name == "AnyValue" and len(node.counts) > 1:
+        names = ", ".join(fields[number].name for number in sorted(node.counts))
+        raise otlp.OtlpError(413, f"an AnyValue over {PIECE_BYTES:,} bytes sets more than one value ({names}): send one")
+
+
+_VALUE_MESSAGES = frozenset({"AnyValue", "ArrayValue", "KeyValueList", "KeyValue"})
+
+
+def _a(name: str) -> str:
+    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
 
 
 class _Reader:
@@ -973,9 +1013,7 @@ class _Reader:
         if dropped:
             attributes[otlp.DROPPED_ATTRIBUTES] = dropped
         bodies = node.first.get(_RECORD_BODY, [])
-        if node.counts.get(_RECORD_BODY, 0) > 1:  # sent twice, merged by upb: parsed whole (exact, not bounded)
-            body = otlp._log_body(LogRecord.FromString(self.data[start:end]), self.redaction, bound)
-        elif not bodies:
+        if not bodies:  # (a body sent more than once was refused by the check)
             body = None
         elif bound.left <= 0:
             bound.cuts[bound.reason] += 1

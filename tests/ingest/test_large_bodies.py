@@ -232,12 +232,42 @@ def test_bad_protobuf_is_the_same_400_either_way(walked, name):
     assert whole.value.message.startswith("body is not a valid ExportTraceServiceRequest protobuf: ")
 
 
-def test_repeated_fields_are_merged_as_upb_merges_them(walked):
-    # A value sent twice is one merged value; an array then a string is the string (a oneof).
-    first = AnyValue(array_value=ArrayValue(values=[AnyValue(int_value=i) for i in range(30)])).SerializeToString()
-    twice = _ld(1, b"twice") + _ld(2, first) + _ld(2, first)
-    switched = _ld(1, b"switched") + _ld(2, first + string("s").SerializeToString())
-    body = _ld(1, _ld(2, _ld(2, span(1).SerializeToString() + _ld(9, twice) + _ld(9, switched) + _ld(15, b"\x08\x02"))))
+_MERGE = "would have to be parsed whole to merge the copies; send it once"
+# An AnyValue of an array of 30 ints (~90 bytes: walked with PIECE_BYTES = 40).
+_INTS = AnyValue(array_value=ArrayValue(values=[AnyValue(int_value=i) for i in range(30)])).SerializeToString()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        pytest.param(_ld(5, b"again"), f"field 'name' of a Span over 40 bytes is sent 2 times: a single field, which {_MERGE}",
+                     id="a span's name sent twice"),
+        pytest.param(_ld(9, _ld(1, b"twice") + _ld(2, _INTS) + _ld(2, _INTS)),
+                     f"field 'value' of a KeyValue over 40 bytes is sent 2 times: a single field, which {_MERGE}",
+                     id="an attribute's value sent twice"),
+        pytest.param(_ld(9, _ld(1, b"twice") + _ld(2, _INTS + _INTS)),
+                     f"field 'array_value' of an AnyValue over 40 bytes is sent 2 times: a single field, which {_MERGE}",
+                     id="an array value sent twice"),
+        pytest.param(_ld(9, _ld(1, b"switched") + _ld(2, _INTS + string("s").SerializeToString())),
+                     "an AnyValue over 40 bytes sets more than one value (string_value, array_value): send one",
+                     id="an array, then a string (a oneof)"),
+        pytest.param(_ld(9, _ld(1, b"odd") + _ld(2, _ld(5, _INTS[2:] + b"\x10\x01"))),
+                     "an ArrayValue over 40 bytes carries unknown fields [2]", id="an unknown field in an array"),
+    ],
+)  # fmt: skip
+def test_a_walked_message_that_upb_would_merge_is_refused_not_parsed_whole(walked, extra, message):
+    # upb keeps the last string and concatenates arrays, which only a whole parse of the message
+    # tells: for a message over PIECE_BYTES that is the unbounded allocation the walk avoids.
+    body = _ld(1, _ld(2, _ld(2, span(1, [("k", string("v" * 60))]).SerializeToString() + extra)))
+    assert otlp.decode_request(body, otlp.PROTOBUF).resource_spans  # the whole path merges them
+    with pytest.raises(otlp.OtlpError) as refused:
+        wire.decode_traces(body, otlp.PROTOBUF, SMALL)
+    assert (refused.value.http_status, refused.value.message) == (413, message)
+
+
+def test_a_walked_message_sent_in_canonical_form_is_read_in_pieces(walked):
+    # The same attributes, each value sent once: the walk reads them, as the whole path does.
+    body = _ld(1, _ld(2, _ld(2, span(1).SerializeToString() + _ld(9, _ld(1, b"once") + _ld(2, _INTS)))))
     whole, lean = both(body, SMALL)
     assert lean == whole
-    assert whole[4][0].attributes["switched"] == "s"
+    assert whole[4][0].attributes["once"][:3] == [0, 1, 2]

@@ -125,12 +125,19 @@ def test_a_walked_body_keeps_its_first_items_and_counts_the_rest(walked):
     assert lean[4][otlp.CUT_ARRAY_ITEMS] == 1
 
 
-def test_a_body_sent_twice_is_merged_as_upb_merges_it(walked):
+def test_a_walked_record_with_its_body_sent_twice_is_refused_not_parsed_whole(walked):
+    # upb merges the copies (the arrays concatenated), which only a whole parse of the record
+    # tells: for a record over PIECE_BYTES that is the unbounded parse the walk avoids.
     head = record(1).SerializeToString()
     body = ints(30).SerializeToString()
     data = wire._ld(1, wire._ld(2, wire._ld(2, head + wire._ld(5, body) + wire._ld(5, body))))
-    whole, lean = both(data, SMALL)
-    assert lean == whole
+    assert otlp.decode_logs_request(data, otlp.PROTOBUF).resource_logs  # the whole path merges it
+    with pytest.raises(otlp.OtlpError) as refused:
+        wire.decode_logs(data, otlp.PROTOBUF, SMALL)
+    assert (refused.value.http_status, refused.value.message) == (
+        413, "field 'body' of a LogRecord over 40 bytes is sent 2 times: a single field, which would have to be parsed "
+        "whole to merge the copies; send it once"
+    )  # fmt: skip
 
 
 def test_too_many_log_records_are_refused_as_soon_as_counted(walked):

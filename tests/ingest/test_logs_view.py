@@ -30,7 +30,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from dashboard.models import ToolRollup
 from dashboard.rollups.refresh import rollups_refresh
-from ingest import log_events, partitions, storage
+from ingest import log_events, otlp, partitions, storage
 from ingest.limits import IngestLimits
 from ingest.models import ChangedBucket, IngestStat, LogRecord, Project, ToolCall
 from ingest.retention import retention_apply
@@ -444,3 +444,15 @@ def test_the_trace_page_and_api_show_the_traces_log_records_escaped(client, proj
     assert [(item["event_name"], item["severity"], item["body"], item["span_id"]) for item in data["logs"]] == [
         ("app.warning", "WARN", "<script>alert(1)</script>", TOOL_SPAN)
     ]
+
+
+def test_a_limit_raised_inside_the_write_is_its_own_4xx_counted_as_refused_not_a_500(client, project_key):
+    project, key = project_key
+    refusal = otlp.OtlpError(413, "a limit the write applies itself")
+    with mock.patch("ingest.services.logs_ingest", side_effect=refusal):
+        response = post(client, pb(log_batch(lambda logger: logger.emit(body="x"))), key)
+    assert response.status_code == 413
+    assert "a limit the write applies itself" in status_message(response)
+    stat = IngestStat.objects.get(project=project)
+    assert (stat.outcome, stat.reason) == ("refused", "413 Request Entity Too Large")
+    assert LogRecord.objects.count() == 0
