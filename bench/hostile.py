@@ -29,6 +29,7 @@ within the write deadline, ingest.limits.MAX_WRITE = 30 s). Shapes:
     logs_empty_scopes  one ResourceLogs of ~32 M empty ScopeLogs (413: max_scopes_per_request)
     pb_repeated_name   one span with its name sent ~16 M times (413: a single field sent more often
                        than the walk keeps; upb would parse every copy)
+    pb_alternating     one span of ~33 M empty attributes and events in turn (read one by one)
     logs_body_twice    one log record whose body (~7 M tiny ints) is sent twice (413: upb would merge them)
     metrics_many_points   POST /v1/metrics: one gauge of ~32 M empty data points (all dropped, counted)
     metrics_points_mixed  one gauge of ~5 M data points, no two in a row alike
@@ -240,6 +241,13 @@ def pb_repeated_name(limit: int) -> tuple[bytes, str]:
     return _request([_span_bytes(1, []) + name * ((limit - 256) // len(name))]), "x-protobuf"
 
 
+def pb_alternating(limit: int) -> tuple[bytes, str]:
+    # One span of ~33 M empty attributes and events in turn: no two fields in a row alike, so the
+    # walk reads each one by one (identical runs are skipped 64 at a time, these are not).
+    pair = _ld(9, b"") + _ld(11, b"")
+    return _request([_span_bytes(1, []) + pair * ((limit - 256) // len(pair))]), "x-protobuf"
+
+
 def logs_body_twice(limit: int) -> tuple[bytes, str]:
     # A body of ~7 M tiny ints sent twice in one record: upb concatenates the arrays (a whole parse).
     item = _ld(1, b"\x18\x01")
@@ -269,7 +277,7 @@ SHAPES = {
     for f in (
         pb_array_ints, pb_array_mixed, pb_bad_tail, pb_array_strings, pb_deep_kvlists, pb_many_attributes, pb_long_strings, pb_many_spans_big,
         json_array_gzip, json_at_limit, gzip_bomb, pb_empty_resources, logs_array_ints, logs_many_attributes, logs_deep_kvlists,
-        logs_empty_scopes, pb_repeated_name, logs_body_twice, metrics_many_points, metrics_points_mixed, metrics_many_metrics,
+        logs_empty_scopes, pb_repeated_name, pb_alternating, logs_body_twice, metrics_many_points, metrics_points_mixed, metrics_many_metrics,
     )
 }  # fmt: skip
 

@@ -75,6 +75,10 @@ PIECE_BYTES = 1 * MIB
 _SMALL_PAIR_BYTES = 512
 # upb's nesting limit (upb_DecodeOptions_MaxDepth): deeper than this is a 400 whatever the path.
 _MAX_DEPTH = 100
+# Fields the walk reads one by one in Python (~1 µs each; runs of identical items and items alike
+# in shape are counted in bulk, not one by one), per body: past this a body is a 413, so that no
+# shape can keep a worker past the write deadline (32 M attributes and events in turn took 27 s idle).
+MAX_FIELDS_ONE_BY_ONE = 4_000_000
 
 _SPAN_ATTRIBUTES, _SPAN_EVENTS, _SPAN_LINKS = 9, 11, 13
 _EVENT_ATTRIBUTES, _LINK_ATTRIBUTES = 3, 4
@@ -425,6 +429,7 @@ class _Check:
         self.containers = {"resources": 0, "scopes": 0, "metrics": 0}
         self.starts: list[int] = []
         self.resources: list[_ResourceIndex] = []
+        self.fields_read = 0  # one by one, by walk(): MAX_FIELDS_ONE_BY_ONE
 
     def request(self) -> LargeRequest:
         # The top level is walked by the hot loop too: 63 MiB can hold 32 M empty ResourceSpans.
@@ -571,8 +576,14 @@ class _Check:
         run_start = -1
         pos = start
         field_start = start
+        read, most = 0, MAX_FIELDS_ONE_BY_ONE - self.fields_read
         try:
             while pos < end:
+                read += 1
+                if read > most:
+                    raise otlp.OtlpError(413, f"more than {MAX_FIELDS_ONE_BY_ONE:,} protobuf fields in messages over "
+                                              f"{PIECE_BYTES:,} bytes are not runs of one kind (as in a {descriptor.name}"
+                                              "): send each repeated field's items together")  # fmt: skip
                 field_start = pos
                 byte = data[pos]
                 if byte & 0x87 == 2 and pos + 1 < end and data[pos + 1] < short:  # the usual: short tag and length
@@ -664,7 +675,9 @@ class _Check:
                     if run_start >= 0:
                         self.piece(path, run_start, field_start, on_run)
                         run_start = -1
+                    self.fields_read += read
                     giant[number](value_start, pos)
+                    read, most = 0, MAX_FIELDS_ONE_BY_ONE - self.fields_read
                     continue
                 if size > PIECE_BYTES:
                     described = by_number.get(number)
@@ -672,7 +685,9 @@ class _Check:
                         if run_start >= 0:
                             self.piece(path, run_start, field_start, on_run)
                             run_start = -1
+                        self.fields_read += read
                         self.walk(value_start, pos, path + (number,), described.message_type)
+                        read, most = 0, MAX_FIELDS_ONE_BY_ONE - self.fields_read
                         continue
                 if run_start < 0:
                     run_start = field_start
@@ -685,6 +700,7 @@ class _Check:
             self.refute(path, field_start, end)
         if run_start >= 0:
             self.piece(path, run_start, end, on_run)
+        self.fields_read += read
         _refuse_merges(descriptor, node)
 
 
