@@ -32,9 +32,12 @@ apply to the whole-message path too (`_check_containers`), so both paths refuse 
 The edges call these in place of otlp's (ingest/views.py, ingest/grpc_edge.py, ingest/services.py);
 anything else is handed to otlp unchanged. Pure: no Django. tests/ingest/test_large_bodies.py and
 tests/ingest/test_large_logs_metrics.py hold the two paths to the same records for ordinary and
-hostile requests. One shape differs on purpose: in a message over PIECE_BYTES, a singular field
-sent more often than the walk keeps of it (a log record's body: more than once) is merged by upb,
-but refused here (413, `_repeated_too_often`): merging them means parsing the message whole.
+hostile requests. Two shapes differ on purpose. In a message over PIECE_BYTES, a singular field
+sent more than once (a span's name, a log record's body), or an attribute value that sets its
+oneof twice or carries unknown fields, is merged by upb but refused here (413, `_refuse_merges`):
+merging the copies means parsing the message whole. And a body whose walked messages hold more
+than MAX_FIELDS_ONE_BY_ONE fields that are not runs of one kind is refused (413): each is read
+in Python, and millions of them would outlast the write deadline.
 """
 
 from __future__ import annotations
@@ -892,9 +895,9 @@ _HEAD_OMITS = {
 
 
 def _head(check_or_request, message_class, start: int, end: int):
-    """A walked message without its repeated fields (those _HEAD_OMITS names). Another field sent
-    more often than the walk keeps of a field (upb would merge them all) is a 413: parsing the
-    message whole to merge them is what the walk exists to avoid."""
+    """A walked message without its repeated fields (those _HEAD_OMITS names), from the first
+    copies the walk kept of the others. The check refused a singular field sent twice
+    (`_refuse_merges`), so more copies than were kept is a 413 here too, never a whole parse."""
     data, node = check_or_request.data, check_or_request.nodes[start]
     omits = _HEAD_OMITS[message_class]
     pieces = []
