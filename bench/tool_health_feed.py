@@ -6,7 +6,8 @@ counting as they did before dashboard/throttles.py's SharedLog (DRF's cache get 
 pickled history: `prev_throttle_app`), in one run on the same setup.
 
     .venv/bin/python bench/tool_health_feed.py [--tools 50] [--tokens 300] [--connections 8]
-        [--seconds 5] [--warmup 2] [--worker-class gthread|sync] [--threads 4] [--rounds 1] [--cache-url redis://127.0.0.1:6379/13]
+        [--seconds 5] [--warmup 2] [--server gunicorn|granian] [--worker-class gthread|sync] [--threads 4]
+        [--rounds 1] [--cache-url redis://127.0.0.1:6379/13]
         [--load-generator wrk|python] [--paths old,prev,new,bare]
         [--database-url postgres://postgres@127.0.0.1:5432/toolwatch_feed_bench]
 
@@ -16,8 +17,9 @@ agent fleet, so that each user's `agent` throttle history is what production kee
 entries at most at the default rate), not one user's 120,000 a minute. `--tools` tools'
 5-minute rollups in the window and hourly ones over the baseline week, an open alert, and the
 snapshot computed. Then, per path and round, one real server process: gunicorn, one worker
-(`-w 1`), its gthread worker with `--threads` threads (keep-alive; `--worker-class sync`: compose's
-sync worker, one request per connection), DEBUG off, the `agent`
+(`-w 1`), its gthread worker with `--threads` threads (keep-alive; `--worker-class sync`: the
+otlp service's sync worker, one request per connection), or `--server granian` (compose's web
+service: one worker, `--threads` blocking threads), DEBUG off, the `agent`
 throttle on with a rate no bench reaches (TOOLWATCH_THROTTLE_AGENT, counted in the default
 cache: this process's memory, or `--cache-url`'s Redis as compose runs it). The load: `wrk`
 (Debian's package) on `--connections` keep-alive connections, each request with the next
@@ -47,6 +49,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -163,22 +166,39 @@ def setup(url: str, tools: int, fleet: int) -> tuple[str, list[str]]:
     return project.slug, plain
 
 
-def serve(url: str, app: str, worker: str, threads: int, cache_url: str) -> tuple[subprocess.Popen, int]:
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def serve(url: str, app: str, server_kind: str, worker: str, threads: int, cache_url: str) -> tuple[subprocess.Popen, int]:
+    port = 0
     env = {**os.environ, "DATABASE_URL": url, "DEBUG": "0", "TOOLWATCH_THROTTLE_AGENT": RATE,
            "TOOLWATCH_CACHE_URL": cache_url}  # fmt: skip
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", app, "-w", "1", "-k", worker, "--threads", str(threads),
-         "-b", "127.0.0.1:0", "--keep-alive", "30", "--log-level", "info"],
-        cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    if server_kind == "granian":
+        port = free_port()
+        factory = ["--factory"] if app.endswith("()") else []  # `prev`: gunicorn's call syntax, granian's flag
+        command = [sys.executable, "-m", "granian", "--interface", "wsgi", "--workers", "1",
+                   "--blocking-threads", str(threads), "--host", "127.0.0.1", "--port", str(port),
+                   "--no-ws", *factory, app.removesuffix("()")]  # fmt: skip
+        # granian's workers listen only once they have imported the app.
+        listening = re.compile(r"Started worker-1()")
+    else:
+        command = [sys.executable, "-m", "gunicorn", app, "-w", "1", "-k", worker, "--threads", str(threads),
+                   "-b", "127.0.0.1:0", "--keep-alive", "30", "--log-level", "info"]  # fmt: skip
+        listening = re.compile(r"Listening at: http://127\.0\.0\.1:(\d+)")
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.STDOUT if server_kind == "granian" else subprocess.PIPE,
+                              stdout=subprocess.PIPE if server_kind == "granian" else None, text=True)  # fmt: skip
+    stream = server.stdout if server_kind == "granian" else server.stderr
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        line = server.stderr.readline()
-        found = re.search(r"Listening at: http://127\.0\.0\.1:(\d+)", line)
+        line = stream.readline()
+        found = listening.search(line)
         if found:
             # Keep reading its log so that the pipe never fills and blocks the server.
-            threading.Thread(target=_drain, args=(server.stderr,), daemon=True).start()
-            return server, int(found.group(1))
+            threading.Thread(target=_drain, args=(stream,), daemon=True).start()
+            return server, int(found.group(1) or port)
         if server.poll() is not None:
             break
     server.kill()
@@ -288,7 +308,9 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--worker-class", choices=("gthread", "sync"), default="gthread",
                         help="gunicorn's: gthread keeps connections alive; sync (compose's) answers one per connection")
-    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--server", choices=("gunicorn", "granian"), default="gunicorn",
+                        help="gunicorn (the OTLP/HTTP service's) or granian (the web service's: docs/deploy.md)")
+    parser.add_argument("--threads", type=int, default=4, help="gunicorn gthread's threads, granian's blocking threads")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--warmup", type=float, default=2.0,
                         help="seconds of polls before measuring (more on a loaded machine: every token is looked up)")
@@ -316,7 +338,7 @@ def main() -> None:
     try:
         for _ in range(args.rounds):
             for name in args.paths.split(","):
-                server, port = serve(args.database_url, APPS[name], args.worker_class, args.threads, args.cache_url)
+                server, port = serve(args.database_url, APPS[name], args.server, args.worker_class, args.threads, args.cache_url)
                 try:
                     status, body, etag = get(port, path, {"Authorization": f"Bearer {tokens[0]}"})
                     assert (status == 304) if name == "bare" else (status == 200 and etag), (status, body[:300])
@@ -347,8 +369,13 @@ def main() -> None:
         os.unlink(token_file.name)
 
     cache = args.cache_url or "the worker's memory"
-    worker = f"gthread, {args.threads} threads, keep-alive" if args.worker_class == "gthread" else "sync (a connection a request)"
-    print(f"server: gunicorn, 1 worker process, {worker}; load: {args.load_generator}, "
+    if args.server == "granian":
+        worker = f"WSGI, {args.threads} blocking threads, keep-alive"
+    elif args.worker_class == "gthread":
+        worker = f"gthread, {args.threads} threads, keep-alive"
+    else:
+        worker = "sync (a connection a request)"
+    print(f"server: {args.server}, 1 worker process, {worker}; load: {args.load_generator}, "
           f"{args.connections} connections, {args.tokens} tokens in turn; {args.tools} tools; throttle counts in {cache}; "
           f"{os.cpu_count()} cores shared with the load generator")  # fmt: skip
     print(f"load average at end: {os.getloadavg()}")

@@ -201,6 +201,11 @@ INGEST_RETRY_AFTER_SECONDS = env_int("TOOLWATCH_INGEST_RETRY_AFTER", 2, minimum=
 # Connections waiting for a gunicorn worker beyond which OTLP/HTTP answers 503 at once
 # (ingest/admission.py); 0 = no bound.
 INGEST_MAX_QUEUE = env_int("TOOLWATCH_INGEST_MAX_QUEUE", 16, minimum=0)
+# Whether this server receives OTLP/HTTP. Compose's `web` service (granian: pages, API, feed, MCP)
+# turns it off, so that spans go to the `otlp` service (gunicorn sync workers: one request a
+# process, which the memory bound and the admission control above rely on); off, /v1/* is a 404
+# naming that service (docs/operations.md#docker-compose-services).
+INGEST_OTLP_HTTP = env_bool("TOOLWATCH_OTLP_HTTP", True)
 # Per-key rate limit (ingest/throttle.py, docs/deploy.md#ingest-rate-limit): items (spans, log
 # records, metric points) a second per API key, and the bucket's size; 0 = no limit.
 INGEST_RATE = env_int("TOOLWATCH_INGEST_RATE", 0, minimum=0)

@@ -92,6 +92,13 @@ LOGS = Signal(
 METRICS = Signal("metrics", "metric data points", wire.decode_metrics, wire.count_data_points, None)
 
 
+# The answer of a server that does not receive OTLP/HTTP (TOOLWATCH_OTLP_HTTP=0: compose's web service).
+OTLP_ELSEWHERE = (
+    "OTLP/HTTP is not received on this server (TOOLWATCH_OTLP_HTTP=0); send it to Toolwatch's otlp service, "
+    "port 4318 in docker-compose.yml (docs/operations.md#docker-compose-services)"
+)
+
+
 @dataclass(frozen=True)
 class Received:
     """A request that passed every shared step: authenticated, read, decompressed, decoded, counted."""
@@ -113,6 +120,8 @@ def _receive(request: HttpRequest, signal: Signal) -> Received | HttpResponse:
         media = otlp.media_type(request.META.get("CONTENT_TYPE", ""))
     except otlp.OtlpError as exc:
         media_error = exc
+    if not settings.INGEST_OTLP_HTTP:
+        return _error(media, 404, OTLP_ELSEWHERE)
     if request.method != "POST":
         return _error(media, 405, f"method {request.method} not allowed; POST OTLP/HTTP {signal.noun} here", Allow="POST")
 

@@ -59,3 +59,29 @@ def test_the_view_answers_either_form_itself(client, path):
 
     assert unauthenticated.status_code == 401  # the view's answer, not a 404 or a 301
     assert (wrong_method.status_code, wrong_method["Allow"]) == (405, "POST")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/v1/traces", "/v1/logs", "/v1/metrics/"])
+@pytest.mark.parametrize("content_type", ["application/json", "application/x-protobuf"])
+def test_a_server_that_does_not_receive_otlp_names_the_service_that_does(client, settings, path, content_type):
+    """Compose's web service (TOOLWATCH_OTLP_HTTP=0): a 404 that says where spans go, nothing stored,
+    before the key is even looked up."""
+    from google.rpc import status_pb2
+
+    settings.INGEST_OTLP_HTTP = False
+    _, key = make_key()
+    body = one_span_request("6bf92f3577b34da6a3ce929d0e0e4738")
+    if content_type != "application/json":
+        body = b"\x0a\x00"  # one empty ResourceSpans (the test client drops the Content-Type of an empty body)
+
+    response = client.generic("POST", path, body, content_type=content_type, HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    assert response.status_code == 404
+    assert response["Content-Type"] == content_type
+    if content_type == "application/json":
+        message = response.json()["message"]
+    else:
+        message = status_pb2.Status.FromString(response.content).message
+    assert "TOOLWATCH_OTLP_HTTP=0" in message and "otlp service, port 4318" in message
+    assert Span.objects.count() == 0
