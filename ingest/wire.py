@@ -32,12 +32,15 @@ apply to the whole-message path too (`_check_containers`), so both paths refuse 
 The edges call these in place of otlp's (ingest/views.py, ingest/grpc_edge.py, ingest/services.py);
 anything else is handed to otlp unchanged. Pure: no Django. tests/ingest/test_large_bodies.py and
 tests/ingest/test_large_logs_metrics.py hold the two paths to the same records for ordinary and
-hostile requests. Two shapes differ on purpose. In a message over PIECE_BYTES, a singular field
-sent more than once (a span's name, a log record's body), or an attribute value that sets its
-oneof twice or carries unknown fields, is merged by upb but refused here (413, `_refuse_merges`):
-merging the copies means parsing the message whole. And a body whose walked messages hold more
-than MAX_FIELDS_ONE_BY_ONE fields that are not runs of one kind is refused (413): each is read
-in Python, and millions of them would outlast the write deadline.
+hostile requests. Some shapes differ on purpose. In a message over PIECE_BYTES, a singular field
+sent more than once (a span's name, a log record's body, a ResourceSpans' resource), or an
+attribute value that sets its oneof twice or carries unknown fields, is merged by upb but refused
+here (413, `_refuse_merges`): merging the copies means parsing the message whole. And a body whose
+walked messages (ResourceSpans and ScopeSpans too, and the tags inside groups) hold more than
+MAX_FIELDS_ONE_BY_ONE fields that are not runs of one kind is refused (413): each is read in
+Python, and millions of them would outlast the write deadline. So is a walked ResourceSpans' or
+ScopeSpans' resource or scope (with their other fields but the scopes or spans) over MAX_HEAD_BYTES:
+upb parses that part whole.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric, ResourceMetrics
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
@@ -82,6 +85,12 @@ _MAX_DEPTH = 100
 # in shape are counted in bulk, not one by one), per body: past this a body is a 413, so that no
 # shape can keep a worker past the write deadline (32 M attributes and events in turn took 27 s idle).
 MAX_FIELDS_ONE_BY_ONE = 4_000_000
+# Field numbers a walked message may hold that its class does not define (each is noted apart: 3.9 M
+# of them, each its own number, took a span's walk to ~1.9 GB); an OTLP message defines ~15.
+MAX_UNKNOWN_NUMBERS = 64
+# A walked ResourceSpans' (ScopeSpans') resource (scope) and other fields but its scopes (spans), in
+# bytes: that part is parsed whole. Real resources are a few KB; past this, 413.
+MAX_HEAD_BYTES = 1 * MIB
 
 _SPAN_ATTRIBUTES, _SPAN_EVENTS, _SPAN_LINKS = 9, 11, 13
 _EVENT_ATTRIBUTES, _LINK_ATTRIBUTES = 3, 4
@@ -358,7 +367,7 @@ def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
 
 
 def _skip(data: bytes, wire_type: int, number: int, pos: int, end: int) -> int:
-    """The end of a field's value that is not length-delimited (a group's, nested ones too)."""
+    """The end of a field's value that is not length-delimited (a group's: _group_end)."""
     if wire_type == 0:
         return _varint(data, pos, end)[1]
     if wire_type == 1:
@@ -366,21 +375,7 @@ def _skip(data: bytes, wire_type: int, number: int, pos: int, end: int) -> int:
     elif wire_type == 5:
         pos += 4
     elif wire_type == 3:
-        while True:
-            tag, pos = _varint(data, pos, end)
-            if tag >> 32 or tag >> 3 == 0:
-                raise _Corrupt
-            if tag & 7 == 4:
-                if tag >> 3 != number:
-                    raise _Corrupt
-                return pos
-            if tag & 7 == 2:
-                size, pos = _varint(data, pos, end)
-                pos += size
-                if pos > end:
-                    raise _Corrupt
-            else:
-                pos = _skip(data, tag & 7, tag >> 3, pos, end)
+        return _group_end(data, number, pos, end, MAX_FIELDS_ONE_BY_ONE)[0]
     else:
         raise _Corrupt
     if pos > end:
@@ -388,10 +383,78 @@ def _skip(data: bytes, wire_type: int, number: int, pos: int, end: int) -> int:
     return pos
 
 
-def _fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
-    """(number, wire type, field start, value start, end) of each field of data[start:end]."""
+def _group_end(data: bytes, number: int, pos: int, end: int, most: int) -> tuple[int, int]:
+    """(the end of a group's value, the tags read in it, nested groups' too), reading no more
+    than `most` + 1 of them (past that, where it stopped: the caller refuses the body, 413).
+    Groups are no part of OTLP, but protobuf skips them as unknown fields, so the walk does too,
+    one tag at a time and in a loop: recursion took Python past its own limit at ~1,000 nested
+    groups (a 500), and groups nested deeper than upb allows anywhere (_MAX_DEPTH) are _Corrupt
+    (upb refuses them too: the same 400). What upb accepts and refuses inside a group is its own:
+    any field number, 0 too; wire types 0-5; an end tag matching the group's number."""
+    groups = [number]
+    read = 0
+    while read <= most:
+        tag, pos = _varint(data, pos, end)
+        # Inside a group upb accepts field number 0 (it skips by wire type alone), so the walk does
+        # too: calling it corrupt sent the body to the whole parse (_Unsure) for upb to accept.
+        if tag >> 32:
+            raise _Corrupt
+        read += 1
+        wire_type = tag & 7
+        if wire_type == 4:
+            if tag >> 3 != groups.pop():
+                raise _Corrupt
+            if not groups:
+                return pos, read
+        elif wire_type == 3:
+            if len(groups) >= _MAX_DEPTH:
+                raise _Corrupt
+            groups.append(tag >> 3)
+        elif wire_type == 2:
+            size, pos = _varint(data, pos, end)
+            pos += size
+            if pos > end:
+                raise _Corrupt
+        else:
+            pos = _skip(data, wire_type, tag >> 3, pos, end)
+    return pos, read
+
+
+def _unknown(descriptor, seen: int) -> int:
+    """One more field number `descriptor` does not define, in a walked message: past
+    MAX_UNKNOWN_NUMBERS, 413 (each would be noted apart, ~350 bytes each)."""
+    if seen >= MAX_UNKNOWN_NUMBERS:
+        raise otlp.OtlpError(413, f"{_a(descriptor.name)} over {PIECE_BYTES:,} bytes carries more than "
+                                  f"{MAX_UNKNOWN_NUMBERS} field numbers it does not define")  # fmt: skip
+    return seen + 1
+
+
+def _head_bytes(descriptor, size: int, what: str) -> int:
+    """`size`, the bytes so far of a walked ResourceSpans' (ScopeSpans') fields but its scopes (spans):
+    its resource (scope) and schema_url. Past MAX_HEAD_BYTES, 413: upb parses that part whole, and a
+    Resource of 6.7 M attributes took a worker to 926 MB (bench/hostile.py's pb_big_resource)."""
+    if size > MAX_HEAD_BYTES:
+        raise otlp.OtlpError(413, f"the {what} of {_a(descriptor.name)} (its fields but "
+                                  f"{descriptor.fields_by_number[2].name}) exceeds {MAX_HEAD_BYTES:,} bytes: "
+                                  f"a {what} of a few KB is what OTLP senders write")  # fmt: skip
+    return size
+
+
+def _one_by_one(name: str) -> otlp.OtlpError:
+    return otlp.OtlpError(413, f"more than {MAX_FIELDS_ONE_BY_ONE:,} protobuf fields in messages over "
+                               f"{PIECE_BYTES:,} bytes are not runs of one kind (as in a {name}): send each "
+                               "repeated field's items together")  # fmt: skip
+
+
+def _fields(check: _Check, start: int, end: int, name: str) -> Iterator[tuple[int, int, int, int, int]]:
+    """(number, wire type, field start, value start, end) of each field of check.data[start:end],
+    each (and each tag inside a group) counted in check.fields_read: past MAX_FIELDS_ONE_BY_ONE, 413."""
+    data = check.data
     pos = start
     while pos < end:
+        check.fields_read += 1
+        if check.fields_read > MAX_FIELDS_ONE_BY_ONE:
+            raise _one_by_one(name)
         field_start = pos
         tag, pos = _varint(data, pos, end)
         number, wire_type = tag >> 3, tag & 7
@@ -402,6 +465,12 @@ def _fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, 
             value_start, pos = pos, pos + size
             if pos > end or size >> 31:
                 raise _Corrupt
+        elif wire_type == 3:
+            value_start = pos
+            pos, read = _group_end(data, number, pos, end, MAX_FIELDS_ONE_BY_ONE - check.fields_read)
+            check.fields_read += read
+            if check.fields_read > MAX_FIELDS_ONE_BY_ONE:
+                raise _one_by_one(name)
         else:
             value_start, pos = pos, _skip(data, wire_type, number, pos, end)
         yield number, wire_type, field_start, value_start, pos
@@ -509,11 +578,17 @@ class _Check:
         self.add("resources", 1)
         index = _ResourceIndex(start, end, scopes=[])
         self.resources.append(index)
-        head = []
+        head: list[tuple[int, int]] = []
+        counts: dict[int, int] = {}
         run = _Run(self, (1,))
         done = start
+        descriptor = self.signal.resource.DESCRIPTOR
+        fields, unknown, head_bytes = descriptor.fields_by_number, 0, 0
         try:
-            for number, wire_type, field_start, value_start, stop in _fields(self.data, start, end):
+            for number, wire_type, field_start, value_start, stop in _fields(self, start, end, descriptor.name):
+                if number not in counts:
+                    unknown = unknown if number in fields else _unknown(descriptor, unknown)
+                counts[number] = counts.get(number, 0) + 1
                 if number == 2 and wire_type == 2:
                     self.add("scopes", 1)  # one by one in Python: bounded by the limit
                     if stop - value_start > PIECE_BYTES:
@@ -522,26 +597,34 @@ class _Check:
                     else:
                         run.add(field_start, stop, (value_start, stop))
                 else:
-                    head.append((field_start, stop))
+                    head_bytes = _head_bytes(descriptor, head_bytes + stop - field_start, "resource")
+                    _extend(head, field_start, stop)
                     run.add(field_start, stop, None)
                 done = stop
         except _Corrupt:
             run.flush()
             self.refute((1,), done, end)
         run.flush()
+        _refuse_merges(descriptor, _Node(counts))
         index.head = b"".join(self.data[a:b] for a, b in head)
         if not index.scopes:
             self.resources.pop()
 
     def _scope_spans(self, resource: _ResourceIndex, start: int, end: int) -> None:
         index = _ScopeIndex(start, end, spans=[])
-        head = []
+        head: list[tuple[int, int]] = []
+        counts: dict[int, int] = {}
         run = _Run(self, (1, 2))
         most = getattr(self.limits, self.signal.limit) + 1
         item = self.signal.item
+        descriptor = self.signal.resource.DESCRIPTOR.fields_by_number[2].message_type  # ScopeSpans / ScopeLogs
+        fields, unknown, head_bytes = descriptor.fields_by_number, 0, 0
         done = start
         try:
-            for number, wire_type, field_start, value_start, stop in _fields(self.data, start, end):
+            for number, wire_type, field_start, value_start, stop in _fields(self, start, end, descriptor.name):
+                if number not in counts:
+                    unknown = unknown if number in fields else _unknown(descriptor, unknown)
+                counts[number] = counts.get(number, 0) + 1
                 if number == 2 and wire_type == 2:
                     if self.indexed < most:  # past the limit the request is refused: count only
                         self.indexed += 1
@@ -553,13 +636,15 @@ class _Check:
                     else:
                         run.add(field_start, stop, None)
                 else:
-                    head.append((field_start, stop))
+                    head_bytes = _head_bytes(descriptor, head_bytes + stop - field_start, "scope")
+                    _extend(head, field_start, stop)
                     run.add(field_start, stop, None)
                 done = stop
         except _Corrupt:
             run.flush()
             self.refute((1, 2), done, end)
         run.flush()
+        _refuse_merges(descriptor, _Node(counts))
         index.head = b"".join(self.data[a:b] for a, b in head)
         if index.spans:
             resource.scopes.append(index)
@@ -580,13 +665,12 @@ class _Check:
         pos = start
         field_start = start
         read, most = 0, MAX_FIELDS_ONE_BY_ONE - self.fields_read
+        unknown = 0  # field numbers the class does not define
         try:
             while pos < end:
                 read += 1
                 if read > most:
-                    raise otlp.OtlpError(413, f"more than {MAX_FIELDS_ONE_BY_ONE:,} protobuf fields in messages over "
-                                              f"{PIECE_BYTES:,} bytes are not runs of one kind (as in a {descriptor.name}"
-                                              "): send each repeated field's items together")  # fmt: skip
+                    raise _one_by_one(descriptor.name)
                 field_start = pos
                 byte = data[pos]
                 if byte & 0x87 == 2 and pos + 1 < end and data[pos + 1] < short:  # the usual: short tag and length
@@ -597,6 +681,8 @@ class _Check:
                         raise _Corrupt
                     number, wire_type = byte >> 3, 2
                     seen = counts.get(number, 0) + 1
+                    if seen == 1 and number not in by_number:
+                        unknown = _unknown(descriptor, unknown)
                     if seen <= cap:
                         first.setdefault(number, []).append((field_start, value_start, pos))
                     elif seen & 63 == 0:
@@ -656,10 +742,18 @@ class _Check:
                     pos += size
                     if pos > end:
                         raise _Corrupt
+                elif wire_type == 3:  # a group: its tags are read one by one too
+                    value_start = pos
+                    pos, inside = _group_end(data, number, pos, end, most - read)
+                    read += inside
+                    if read > most:
+                        raise _one_by_one(descriptor.name)
                 else:
                     value_start = pos
                     pos = _skip(data, wire_type, number, pos, end)
                 seen = counts.get(number, 0) + 1
+                if seen == 1 and number not in by_number:
+                    unknown = _unknown(descriptor, unknown)
                 if seen <= cap:
                     first.setdefault(number, []).append((field_start, value_start, pos))
                 elif seen & 63 == 0 and size < 256:
@@ -803,6 +897,15 @@ def _repeated_in(result: ExportTraceServiceRequest, path: tuple[int, ...], field
     return getattr(message, field.name)
 
 
+def _extend(ranges: list[tuple[int, int]], start: int, end: int) -> None:
+    """Add data[start:end] to `ranges`, joined to the last one if it ends there: millions of small
+    fields in a row (a walked ResourceSpans' or ScopeSpans' own) are one range, not millions."""
+    if ranges and ranges[-1][1] == start:
+        ranges[-1] = (ranges[-1][0], end)
+    else:
+        ranges.append((start, end))
+
+
 class _Run:
     """Consecutive whole fields of one message, parsed (in their envelope) once they reach PIECE_BYTES."""
 
@@ -930,17 +1033,19 @@ def _refuse_merges(descriptor, node: _Node) -> None:
         described = fields.get(number)
         if described is not None and count > 1 and not described.is_repeated:
             raise _repeated_too_often(descriptor, number, count)
-    if descriptor.name not in _VALUE_MESSAGES or descriptor.file.package != AnyValue.DESCRIPTOR.file.package:
+    if descriptor not in _VALUE_MESSAGES:
         return
     unknown = sorted(set(node.counts) - set(fields))
     if unknown:
         raise otlp.OtlpError(413, f"{_a(descriptor.name)} over {PIECE_BYTES:,} bytes carries unknown fields {unknown}")
-    if descriptor.name == "AnyValue" and len(node.counts) > 1:
+    if descriptor is AnyValue.DESCRIPTOR and len(node.counts) > 1:
         names = ", ".join(fields[number].name for number in sorted(node.counts))
         raise otlp.OtlpError(413, f"an AnyValue over {PIECE_BYTES:,} bytes sets more than one value ({names}): send one")
 
 
-_VALUE_MESSAGES = frozenset({"AnyValue", "ArrayValue", "KeyValueList", "KeyValue"})
+# The attribute-value messages, by descriptor (upb hands out one object per descriptor while it lives,
+# and these references keep them alive; a descriptor hashes and compares by identity).
+_VALUE_MESSAGES = frozenset(message.DESCRIPTOR for message in (AnyValue, ArrayValue, KeyValueList, KeyValue))
 
 
 def _a(name: str) -> str:
