@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django import template
 
+from dashboard.charts.preview import svg
+
 register = template.Library()
 
 
@@ -60,3 +62,11 @@ def num(value) -> str:
         return f"{int(value):,}"
     except (TypeError, ValueError):
         return str(value)
+
+
+@register.simple_tag
+def chart_preview(figure, height: int, width: int = 1100):
+    """`{% chart_preview figure 260 560 %}` inside a chart's div: the figure as static SVG, shown
+    until plotly.js has run (dashboard/charts/preview.py). Height: the box's CSS height (Plotly fills
+    it); width: the box's width in a 1280 px window, which only sets the tick density and legend rows."""
+    return svg(figure, width=width, height=height) if figure else ""

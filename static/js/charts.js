@@ -1,5 +1,6 @@
 // Draws every chart on the page: <div data-figure="ID"> with its figure in <script id="ID" type="application/json">
-// (Django's json_script). No inline scripts; figure strings are escaped on the server (dashboard/charts/).
+// (Django's json_script), in place of the static SVG preview the server put in the div. No inline scripts; figure
+// strings are escaped on the server (dashboard/charts/).
 // The charts on the first screen are drawn at once, the others one per idle moment after it has painted: a newPlot
 // holds the main thread for 60-800 ms, and the tool page's three charts below the fold held back the three on
 // screen (docs/benchmarks.md#chart-page-first-load). Chart boxes have their height in the CSS, so nothing moves.
@@ -12,6 +13,10 @@
     if (!source || !window.Plotly) return;
     var figure = JSON.parse(source.textContent);
     var options = Object.assign({}, config, el.hasAttribute("data-static") ? { staticPlot: true } : {}, figure.config || {});
+    // The server's static preview (dashboard/charts/preview.py) leaves in the same task as the draw, so no frame
+    // shows the box empty; if plotly.js never runs, it stays.
+    var preview = el.querySelector(":scope > .chart-preview");
+    if (preview) preview.remove();
     window.Plotly.newPlot(el, figure.data || [], figure.layout || {}, options);
     el.setAttribute("data-drawn", "1");
   }
