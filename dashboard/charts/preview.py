@@ -7,8 +7,10 @@ markers, gaps, filled bands, bars, two y axes, rect shapes, annotations); anythi
 out. Close to Plotly's look (its margins, colours, tick rules), not identical to it.
 
 Geometry: the width is the page's, so x is laid out in percent of the plot area (a nested svg
-`calc(100% - margins)` wide) and paths in a 0..1000 viewBox stretched over it; strokes do not
-stretch (vector-effect). `width` only decides how many x ticks and legend rows there are.
+as wide as the box less the margins, in percent of the `width` given, since not every browser
+reads calc() in an SVG attribute) and paths in a 0..1000 viewBox stretched over it; strokes do not
+stretch (vector-effect). `width` decides the margins' share of the box and how many x ticks and
+legend rows there are.
 Every string is escaped here: trace names and labels carry untrusted tool names.
 """
 
@@ -505,6 +507,6 @@ def svg(figure: dict, width: int, height: int) -> SafeString:
         f'<svg class="chart-preview" width="100%" height="{chart.H:g}" aria-hidden="true" focusable="false"'
         f' font-family="{_attr(font.get("family", FONT))}" font-size="{_num(font.get("size")) or 12:g}"'
         f' fill="{_attr(font.get("color", "#444"))}">{"".join(_frame(chart))}'
-        f'<svg x="{chart.left:g}" width="calc(100% - {chart.left + chart.right:g}px)" height="{chart.H:g}"'
+        f'<svg x="{chart.left / width * 100:.2f}%" width="{chart.plot_w / width * 100:.2f}%" height="{chart.H:g}"'
         f' overflow="visible">{"".join(plot)}</svg></svg>'
     )

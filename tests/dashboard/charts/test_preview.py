@@ -44,7 +44,7 @@ def test_a_preview_is_an_aria_hidden_svg_that_fills_its_box():
     assert root.get("width") == "100%" and root.get("height") == "260"
     assert "<script" not in markup and "style=" not in markup  # presentation attributes only
     plot = root.find(SVG + "svg")
-    assert plot.get("x") == "48" and plot.get("width") == "calc(100% - 64px)"  # the layout's margins
+    assert plot.get("x") == "8.00%" and plot.get("width") == "89.33%"  # the layout's margins, 48 and 16 px of 600
 
 
 def test_a_line_breaks_at_a_gap_unless_gaps_are_connected():
