@@ -429,15 +429,40 @@ def _unknown(descriptor, seen: int) -> int:
     return seen + 1
 
 
-def _head_bytes(descriptor, size: int, what: str) -> int:
-    """`size`, the bytes so far of a walked ResourceSpans' (ScopeSpans') fields but its scopes (spans):
-    its resource (scope) and schema_url. Past MAX_HEAD_BYTES, 413: upb parses that part whole, and a
-    Resource of 6.7 M attributes took a worker to 926 MB (bench/hostile.py's pb_big_resource)."""
-    if size > MAX_HEAD_BYTES:
-        raise otlp.OtlpError(413, f"the {what} of {_a(descriptor.name)} (its fields but "
-                                  f"{descriptor.fields_by_number[2].name}) exceeds {MAX_HEAD_BYTES:,} bytes: "
-                                  f"a {what} of a few KB is what OTLP senders write")  # fmt: skip
-    return size
+class _Head:
+    """A walked ResourceSpans' (ScopeSpans') own fields: every field number counted (a singular field
+    sent twice is refused at `finish`, as in other walked messages; past MAX_UNKNOWN_NUMBERS undefined
+    numbers, 413), and the fields but its scopes (spans) kept, as joined ranges (millions of small fields
+    in a row are one range), up to MAX_HEAD_BYTES: upb parses that part, the resource (scope), whole,
+    and a Resource of 6.7 M attributes took a worker to 926 MB (bench/hostile.py's pb_big_resource)."""
+
+    def __init__(self, descriptor, what: str):
+        self.descriptor, self.what = descriptor, what
+        self.counts: dict[int, int] = {}
+        self.unknown = 0
+        self.ranges: list[tuple[int, int]] = []
+        self.size = 0
+
+    def count(self, number: int) -> None:
+        if number not in self.counts and number not in self.descriptor.fields_by_number:
+            self.unknown = _unknown(self.descriptor, self.unknown)
+        self.counts[number] = self.counts.get(number, 0) + 1
+
+    def keep(self, start: int, end: int) -> None:
+        self.size += end - start
+        if self.size > MAX_HEAD_BYTES:
+            descriptor, what = self.descriptor, self.what
+            raise otlp.OtlpError(413, f"the {what} of {_a(descriptor.name)} (its fields but "
+                                      f"{descriptor.fields_by_number[2].name}) exceeds {MAX_HEAD_BYTES:,} bytes: "
+                                      f"a {what} of a few KB is what OTLP senders write")  # fmt: skip
+        if self.ranges and self.ranges[-1][1] == start:
+            self.ranges[-1] = (self.ranges[-1][0], end)
+        else:
+            self.ranges.append((start, end))
+
+    def finish(self, data: bytes) -> bytes:
+        _refuse_merges(self.descriptor, _Node(self.counts))
+        return b"".join(data[a:b] for a, b in self.ranges)
 
 
 def _one_by_one(name: str) -> otlp.OtlpError:
@@ -578,17 +603,12 @@ class _Check:
         self.add("resources", 1)
         index = _ResourceIndex(start, end, scopes=[])
         self.resources.append(index)
-        head: list[tuple[int, int]] = []
-        counts: dict[int, int] = {}
+        head = _Head(self.signal.resource.DESCRIPTOR, "resource")
         run = _Run(self, (1,))
         done = start
-        descriptor = self.signal.resource.DESCRIPTOR
-        fields, unknown, head_bytes = descriptor.fields_by_number, 0, 0
         try:
-            for number, wire_type, field_start, value_start, stop in _fields(self, start, end, descriptor.name):
-                if number not in counts:
-                    unknown = unknown if number in fields else _unknown(descriptor, unknown)
-                counts[number] = counts.get(number, 0) + 1
+            for number, wire_type, field_start, value_start, stop in _fields(self, start, end, head.descriptor.name):
+                head.count(number)
                 if number == 2 and wire_type == 2:
                     self.add("scopes", 1)  # one by one in Python: bounded by the limit
                     if stop - value_start > PIECE_BYTES:
@@ -597,34 +617,28 @@ class _Check:
                     else:
                         run.add(field_start, stop, (value_start, stop))
                 else:
-                    head_bytes = _head_bytes(descriptor, head_bytes + stop - field_start, "resource")
-                    _extend(head, field_start, stop)
+                    head.keep(field_start, stop)
                     run.add(field_start, stop, None)
                 done = stop
         except _Corrupt:
             run.flush()
             self.refute((1,), done, end)
         run.flush()
-        _refuse_merges(descriptor, _Node(counts))
-        index.head = b"".join(self.data[a:b] for a, b in head)
+        index.head = head.finish(self.data)
         if not index.scopes:
             self.resources.pop()
 
     def _scope_spans(self, resource: _ResourceIndex, start: int, end: int) -> None:
         index = _ScopeIndex(start, end, spans=[])
-        head: list[tuple[int, int]] = []
-        counts: dict[int, int] = {}
+        # ScopeSpans / ScopeLogs
+        head = _Head(self.signal.resource.DESCRIPTOR.fields_by_number[2].message_type, "scope")
         run = _Run(self, (1, 2))
         most = getattr(self.limits, self.signal.limit) + 1
         item = self.signal.item
-        descriptor = self.signal.resource.DESCRIPTOR.fields_by_number[2].message_type  # ScopeSpans / ScopeLogs
-        fields, unknown, head_bytes = descriptor.fields_by_number, 0, 0
         done = start
         try:
-            for number, wire_type, field_start, value_start, stop in _fields(self, start, end, descriptor.name):
-                if number not in counts:
-                    unknown = unknown if number in fields else _unknown(descriptor, unknown)
-                counts[number] = counts.get(number, 0) + 1
+            for number, wire_type, field_start, value_start, stop in _fields(self, start, end, head.descriptor.name):
+                head.count(number)
                 if number == 2 and wire_type == 2:
                     if self.indexed < most:  # past the limit the request is refused: count only
                         self.indexed += 1
@@ -636,16 +650,14 @@ class _Check:
                     else:
                         run.add(field_start, stop, None)
                 else:
-                    head_bytes = _head_bytes(descriptor, head_bytes + stop - field_start, "scope")
-                    _extend(head, field_start, stop)
+                    head.keep(field_start, stop)
                     run.add(field_start, stop, None)
                 done = stop
         except _Corrupt:
             run.flush()
             self.refute((1, 2), done, end)
         run.flush()
-        _refuse_merges(descriptor, _Node(counts))
-        index.head = b"".join(self.data[a:b] for a, b in head)
+        index.head = head.finish(self.data)
         if index.spans:
             resource.scopes.append(index)
 
@@ -895,15 +907,6 @@ def _repeated_in(result: ExportTraceServiceRequest, path: tuple[int, ...], field
         if described.is_repeated:
             message = message[0]
     return getattr(message, field.name)
-
-
-def _extend(ranges: list[tuple[int, int]], start: int, end: int) -> None:
-    """Add data[start:end] to `ranges`, joined to the last one if it ends there: millions of small
-    fields in a row (a walked ResourceSpans' or ScopeSpans' own) are one range, not millions."""
-    if ranges and ranges[-1][1] == start:
-        ranges[-1] = (ranges[-1][0], end)
-    else:
-        ranges.append((start, end))
 
 
 class _Run:

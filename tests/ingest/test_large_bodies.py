@@ -387,11 +387,11 @@ def test_a_walked_resource_with_many_unknown_fields_under_the_bound_is_read_as_t
                   + b"\x78\x01" * 300))  # fmt: skip
     whole, lean = both(body, SMALL)
     assert lean == whole
-    ranges: list[tuple[int, int]] = []
+    head = wire._Head(ResourceSpans.DESCRIPTOR, "resource")
     for start in range(0, 600, 2):  # the head's fields in a row are kept as one range, not 300
-        wire._extend(ranges, start, start + 2)
-    wire._extend(ranges, 700, 702)
-    assert ranges == [(0, 600), (700, 702)]
+        head.keep(start, start + 2)
+    head.keep(700, 702)
+    assert head.ranges == [(0, 600), (700, 702)]
 
 
 def test_an_unknown_group_holding_a_field_numbered_0_is_skipped_as_upb_skips_it(walked, monkeypatch):

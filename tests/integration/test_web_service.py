@@ -11,27 +11,18 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from django.db import connection
 
 from dashboard.feed import snapshot as feed
 from tests.dashboard.mcp.conftest import call_tool, token_for
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.integration.conftest import ROOT, free_port
 
 
 @pytest.fixture(scope="module")
