@@ -240,7 +240,7 @@ def _copy_sql(stage: str, table: str, columns: Sequence[str]) -> str:
         # Exception and escalation events carry their own time. (Links, which name other traces,
         # are copied as they are: the fleet makes none.)
         "events": (
-            # events is json (ingest.models.WholeJSONField): worked on as jsonb, stored back as json.
+            # events is JSON text (ingest.models.WholeJSONField): worked on as jsonb, stored back as its text.
             "CASE WHEN events::jsonb = '[]'::jsonb THEN events::jsonb ELSE (SELECT jsonb_agg(e || jsonb_build_object("
             "'time_ns', (e ->> 'time_ns')::bigint + %(shift_ns)s::bigint) ORDER BY i) "
             "FROM jsonb_array_elements(events::jsonb) WITH ORDINALITY AS x(e, i)) END"

@@ -11,8 +11,10 @@ nothing looks a span or a tool call up by id.
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 
+import orjson
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -127,21 +129,47 @@ class HexIdField(models.CharField):
         return params
 
 
+def _nan_as_null(value):
+    """`value` with NaN and infinities as None, as orjson writes them (its fallback's only difference)."""
+    if type(value) is float:
+        return value if value - value == 0.0 else None  # x - x is NaN only for NaN and ±inf
+    if isinstance(value, dict):
+        return {k: _nan_as_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_as_null(v) for v in value]
+    return value
+
+
 class WholeJSONField(models.JSONField):
-    """A JSONField kept as PostgreSQL `json` (its text, checked on input), not `jsonb`, for
-    values written once and only ever read whole (a span's attributes, events and links: the
+    """A JSONField kept as PostgreSQL `text` (the JSON's text, not checked again), not `jsonb`,
+    for values written once and only ever read whole (a span's attributes, events and links: the
     trace page, eval snapshots, reclassification; a tool call's arguments and result), never
-    looked into by a query. jsonb's
-    conversion into its binary form cost PostgreSQL ~4 µs a span at ingest, a fifth of its
-    CPU per span (docs/benchmarks.md, "Ingest at half the CPU"). Lookups into it
-    (attributes__key) are not supported on PostgreSQL. SQLite stores JSONField as text anyway."""
+    looked into by a query. jsonb's conversion into its binary form cost PostgreSQL ~4 µs a span
+    at ingest (docs/benchmarks.md, "Ingest at half the CPU"); `json` (0012 to 0013) still lexed the
+    whole text to check it, ~10 % of PostgreSQL's CPU at ingest ("Session 10"). The text is
+    always ingest's or Django's own JSON encoding, so there is nothing to check. Lookups into it
+    (attributes__key) are not supported on PostgreSQL; SQL that needs its structure casts it
+    (`attributes::jsonb`). SQLite stores JSONField as text anyway."""
 
     def db_type(self, connection):
-        return "json" if connection.vendor == "postgresql" else super().db_type(connection)
+        return "text" if connection.vendor == "postgresql" else super().db_type(connection)
+
+    def get_db_prep_value(self, value, connection, prepared=False):
+        if connection.vendor != "postgresql":
+            return super().get_db_prep_value(value, connection, prepared)
+        if not prepared:
+            value = self.get_prep_value(value)
+        # Text for a text column (Django's PostgreSQL adapter would send jsonb), encoded as ingest's
+        # COPY encodes it (ingest.storage.dumps_json): orjson writes NaN and infinities as null, so
+        # the text stays JSON; json for what orjson refuses (integers beyond 64 bits, non-str keys).
+        try:
+            return orjson.dumps(value).decode()
+        except TypeError:
+            return json.dumps(_nan_as_null(value), cls=self.encoder, ensure_ascii=False, allow_nan=False)
 
     def from_db_value(self, value, expression, connection):
         if value is not None and not isinstance(value, str):
-            return value  # psycopg has decoded `json` already (Django decodes jsonb's text itself)
+            return value  # an expression decoded by psycopg already (a `::json` or `::jsonb` cast)
         return super().from_db_value(value, expression, connection)
 
 

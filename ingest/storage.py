@@ -89,9 +89,10 @@ class JsonbBinaryDumper(Dumper):
 
 
 class JsonBinaryDumper(JsonbBinaryDumper):
-    """json for binary COPY (a span's attributes, events and links, a tool call's arguments and
-    result: ingest.models.WholeJSONField):
-    its binary form is the text itself, which PostgreSQL only checks, where jsonb's is converted."""
+    """JSON text for binary COPY (a span's attributes, events and links, a tool call's arguments
+    and result: ingest.models.WholeJSONField, PostgreSQL `text`). Binary COPY sends no type with a
+    field: "json" in SPAN_TYPES and TOOLCALL_TYPES only picks this dumper for a dict or list, and
+    the text column takes its bytes as they are (json's and text's binary forms are both the text)."""
 
     oid = 114  # json
 
@@ -239,7 +240,8 @@ def insert_toolcalls(toolcall_rows: Sequence[tuple]) -> None:
     ToolCall.objects.bulk_create([ToolCall(**dict(zip(TOOLCALL_COLUMNS, row))) for row in toolcall_rows], batch_size=500)
 
 
-# PostgreSQL types of the COPY columns, in order: binary COPY needs them exactly.
+# PostgreSQL types of the COPY columns, in order: binary COPY needs them exactly (but "json": the
+# JSON text of a WholeJSONField's text column, JsonBinaryDumper).
 SPAN_TYPES = (
     "int8", "text", "text", "text", "text", "int2", "timestamptz", "timestamptz", "int2", "text", "text",
     "text", "text", "text", "text", "text", "json", "int8", "json", "json", "text", "int8", "timestamptz",

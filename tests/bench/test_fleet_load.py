@@ -115,7 +115,7 @@ def test_each_copy_is_the_seed_block_with_new_trace_ids_and_shifted_times():
         assert _copy_differences(fleet_load.SPAN_STAGE, "ingest_span", SPAN_COLUMNS, k, shift, skip=("events",)) == 0
         # Event times move with their spans.
         moved = _one(
-            "SELECT bool_and((c.events -> 0 ->> 'time_ns')::bigint - (s.events -> 0 ->> 'time_ns')::bigint = %s), count(*) "
+            "SELECT bool_and((c.events::jsonb -> 0 ->> 'time_ns')::bigint - (s.events::jsonb -> 0 ->> 'time_ns')::bigint = %s), count(*) "
             f"FROM ingest_span c JOIN {fleet_load.SPAN_STAGE} s ON substr(c.trace_id, 9) = substr(s.trace_id, 9) "
             "AND c.span_id = s.span_id WHERE left(c.trace_id, 8) = %s AND s.events::jsonb <> '[]'::jsonb",
             [shift // dt.timedelta(microseconds=1) * 1000, f"{k:08x}"],
