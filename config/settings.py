@@ -120,7 +120,15 @@ def _database(url: str) -> dict:
         config["OPTIONS"].setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 3, minimum=1))
         # JIT compiled the dashboard's rollup reads for ~300 ms, longer than they run (20-80 ms);
         # nothing here is an analytic query long enough to repay it.
-        config["OPTIONS"].setdefault("options", "-c jit=off")
+        options = "-c jit=off"
+        # A server with no per-request kill (granian, docker-compose.yml's web service) gives up on a
+        # query that runs this long instead of holding one of its few threads; 0: no bound (the
+        # Celery worker's rollups may run long). Ingest sets its own, shorter, in each write
+        # transaction (INGEST_STATEMENT_TIMEOUT_MS), which wins there.
+        statement_ms = env_int("DATABASE_STATEMENT_TIMEOUT_MS", 0, minimum=0)
+        if statement_ms:
+            options += f" -c statement_timeout={statement_ms}"
+        config["OPTIONS"].setdefault("options", options)
         config["CONN_HEALTH_CHECKS"] = True
     return config
 

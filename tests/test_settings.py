@@ -37,3 +37,33 @@ def test_the_embedded_defaults_pass_the_system_checks(tmp_path):
     result = check({"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "SECRET_KEY": "s3cret-" * 8})
 
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_a_statement_timeout_from_the_environment_cancels_a_longer_query_and_ingest_keeps_its_own():
+    from django.conf import settings
+
+    url = settings.DATABASES["default"]
+    env = {
+        "DATABASE_URL": f"postgres://{url['USER']}@{url['HOST']}:{url['PORT']}/{url['NAME']}",
+        "DATABASE_STATEMENT_TIMEOUT_MS": "300",
+        "SECRET_KEY": "s3cret-" * 8,
+    }
+    code = (
+        "from django.db import connection, transaction\n"
+        "from ingest.services import _bound_statement_time\n"
+        "with connection.cursor() as c:\n"
+        "    c.execute('SHOW statement_timeout'); print(c.fetchone()[0])\n"
+        "    with transaction.atomic():\n"  # ingest's own bound, for its transaction only
+        "        _bound_statement_time(); c.execute('SHOW statement_timeout'); print(c.fetchone()[0])\n"
+        "    c.execute('SELECT pg_sleep(2)')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "--no-imports", "-c", code], cwd=ROOT, capture_output=True, text=True,
+        env={"PATH": "/usr/bin:/bin", "TOOLWATCH_QUICKSTART_KEY_FILE": "/nonexistent/secret-key", **env}, timeout=60,
+    )  # fmt: skip
+
+    assert result.stdout.split() == ["300ms", "8s"]
+    assert result.returncode != 0
+    assert "canceling statement due to statement timeout" in result.stderr
