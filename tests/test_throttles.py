@@ -29,6 +29,7 @@ from config.env import env_rate
 from dashboard import throttles
 from dashboard.api.tool_health import AgentThrottle
 from dashboard.mcp import server as mcp_server
+from dashboard.mcp.errors import ToolError
 from dashboard.models import AlertChannel, Delivery
 from ingest import grpc_edge, throttle
 from ingest.models import IngestStat, Span
@@ -196,6 +197,20 @@ def test_with_the_cache_unreachable_the_api_counts_in_the_process_and_says_so_on
     codes = [owner_client.get("/api/v1/projects/").status_code for _ in range(3)]
 
     assert codes == [200, 200, 429]  # never a 500; bounded by the rate in this process
+    assert caplog.text.count("cache unavailable") == 1
+
+
+def test_with_the_cache_unreachable_the_mcp_counts_in_the_process_too(settings, caplog, outage):
+    rates(settings, agent="2/min")
+    settings.CACHES = {"default": security.cache_config("redis://127.0.0.1:1/0")}
+    principal = SimpleNamespace(user=SimpleNamespace(pk=7))
+
+    mcp_server.throttle_check(principal)
+    mcp_server.throttle_check(principal)  # admitted, never an exception
+    with pytest.raises(ToolError) as refused:
+        mcp_server.throttle_check(principal)
+
+    assert refused.value.retry_after > 0  # bounded by the rate in this process, with its wait
     assert caplog.text.count("cache unavailable") == 1
 
 

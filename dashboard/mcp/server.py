@@ -24,7 +24,6 @@ from django.conf import settings
 from django.db import OperationalError, close_old_connections
 from mcp.server import Server, ServerRequestContext
 from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
-from redis.exceptions import RedisError
 
 from dashboard import agent_access, tokens
 from dashboard.mcp.errors import RATE_LIMITED, ToolError, error_result, not_found
@@ -76,12 +75,8 @@ class AgentThrottle(SharedLog):
 def throttle_check(principal: Principal) -> None:
     """A rate_limited ToolError, with the seconds to wait, when the caller is over the `agent` rate."""
     throttle = AgentThrottle()
-    try:
-        allowed = throttle.allow_request(principal, None)
-    except (RedisError, OSError) as exc:  # the cache is down: answer unthrottled, as the API does
-        logger.warning("MCP throttle: cache unavailable (%s); call allowed", exc)
-        return
-    if not allowed:
+    # SharedLog fails open by itself: with the cache down it counts in this process for a while.
+    if not throttle.allow_request(principal, None):
         wait = math.ceil(throttle.wait() or 1)
         raise ToolError(
             RATE_LIMITED, f"too many calls: this user is limited to {throttle.rate} across Toolwatch's agent surfaces",
