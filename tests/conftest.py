@@ -148,11 +148,26 @@ def member_client(client, project, member):
 # --- the app on a real server -----------------------------------------------------------------
 
 
+def stop_waitress(server, thread) -> None:
+    """Stop a waitress server whose loop runs in `thread`: every socket it serves (the listener,
+    kept-alive connections, the trigger that wakes it) is closed from the loop's own thread, so its
+    select() never sees a closed one (closed from here: EBADF in the loop thread); then its task threads."""
+    from waitress import wasyncore
+
+    if getattr(server, "stopped", False):
+        return
+    server.stopped = True
+    if thread.is_alive():
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        thread.join(timeout=5)
+    server.task_dispatcher.shutdown()
+
+
 @contextlib.contextmanager
 def served_app():
     """The whole app served by waitress (it reads chunked bodies, as production's servers do) on a
-    free loopback port: yields (base URL, server), the server so a test can stop it early. Needs
-    a transactional database (the server's threads see committed data only)."""
+    free loopback port: yields (base URL, server), the server so a test can stop it early
+    (`server.stop()`). Needs a transactional database (the server's threads see committed data only)."""
     import datetime as dt
     import threading
 
@@ -166,11 +181,11 @@ def served_app():
     server = create_server(WSGIHandler(), host="127.0.0.1", port=0, threads=2, clear_untrusted_proxy_headers=True)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
+    server.stop = lambda: stop_waitress(server, thread)
     try:
         yield f"http://127.0.0.1:{server.effective_port}", server
     finally:
-        server.close()
-        thread.join(timeout=5)
+        stop_waitress(server, thread)
         if connection.vendor == "postgresql":
             # The server's threads hold their own connections; the test database must be droppable.
             with connection.cursor() as cursor:

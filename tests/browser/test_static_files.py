@@ -26,11 +26,13 @@ from django.conf import settings
 from django.contrib.staticfiles.storage import staticfiles_storage
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.management import call_command
+from django.db import connections
 from django.test import Client, override_settings
 from waitress.server import create_server
 
 from config.static_finders import HINT
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, ingest, log_in
+from tests.conftest import stop_waitress
 from tests.otlp_builders import agent_with_tools
 
 pytestmark = pytest.mark.browser
@@ -111,7 +113,12 @@ class Probe:
         if self.cookie:
             environ["HTTP_COOKIE"] = self.cookie
         captured = {}
-        body = b"".join(self.app(environ, lambda status, headers, exc_info=None: captured.update(s=status, h=headers)))
+        response = self.app(environ, lambda status, headers, exc_info=None: captured.update(s=status, h=headers))
+        try:
+            body = b"".join(response)
+        finally:
+            response.close()  # what the server would call: Django's request_finished
+            connections.close_all()  # this server thread's: the test database is dropped at the end
         headers = captured["h"]
         if any(k.lower() == "content-type" and v.startswith("text/html") for k, v in headers):
             body = body.replace(b"</head>", b'<script src="/__probe/probe.js"></script></head>', 1)
@@ -148,8 +155,7 @@ def production_static(tmp_path):
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         yield SimpleNamespace(url=f"http://127.0.0.1:{server.effective_port}", root=tmp_path / "static", probe=probe)
-        server.close()
-        thread.join(timeout=5)
+        stop_waitress(server, thread)
 
 
 def _get(url: str, **headers: str):

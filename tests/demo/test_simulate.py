@@ -21,6 +21,7 @@ from dashboard.selectors.tools import tools_table
 from demo.simulate import DriftSpec, IngestExporter, Simulator, backfill, encoded_requests, http_exporter, live
 from ingest import partitions
 from ingest.models import Span, ToolCall
+from tests.conftest import stop_waitress
 from tests.factories import make_key, make_project
 
 NOW = dt.datetime(2026, 8, 20, 12, 30, tzinfo=dt.UTC)
@@ -167,13 +168,8 @@ def live_url(transactional_db):
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.effective_port}"
-    server.del_channel()  # the loop ends once it serves nothing; closing under it breaks select()
-    # Its trigger (the pipe that wakes it) counts as something served: close it from the loop's
-    # own thread, or the loop runs on and the join below waits out its whole timeout.
-    server.trigger.pull_trigger(server.trigger.close)
-    thread.join(timeout=5)
+    stop_waitress(server, thread)
     assert not thread.is_alive()
-    server.close()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(

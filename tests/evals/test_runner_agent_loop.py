@@ -154,7 +154,7 @@ def test_the_breaker_reads_the_real_feed_then_fails_open_when_toolwatch_is_down(
     assert breaker.allow("book_seat") is True  # half-open: one probe after probe_s
     assert breaker.allow("book_seat") is False
 
-    server.close()
+    server.stop()
     clock[0] += 10
     began = time.monotonic()
     assert breaker.health.refresh() is False  # refused: at once
