@@ -327,7 +327,16 @@ def main(argv=None) -> int:
     if (dt.datetime.now(dt.UTC).date() - first_day).days > args.days + 1:
         log(f"  note: the data ends {first_day + dt.timedelta(days=args.days)}; ranges ending now see less of it")
     urls = targets(meta["project_id"], first_day, args.days)
+    from django.contrib.staticfiles.storage import staticfiles_storage
+    from django.core.management import call_command
+
     from config.runtime import tune_gc
+
+    # Pages name their static files by the manifest's hashed names (DEBUG off): a checkout where
+    # neither the Quickstart nor the image ran collectstatic has none yet.
+    if not staticfiles_storage.exists(staticfiles_storage.manifest_name):
+        log("  collectstatic: no static manifest in STATIC_ROOT yet")
+        call_command("collectstatic", interactive=False, verbosity=0)
 
     client = Client()
     client.force_login(get_user_model().objects.get(username=USERNAME))
