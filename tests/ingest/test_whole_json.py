@@ -27,6 +27,7 @@ TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 COLUMNS = {("ingest_span", "attributes"), ("ingest_span", "events"), ("ingest_span", "links"),
            ("ingest_toolcall", "arguments"), ("ingest_toolcall", "result")}  # fmt: skip
 MIGRATION = importlib.import_module("ingest.migrations.0014_whole_json_as_text")
+LZ4 = importlib.import_module("ingest.migrations.0015_lz4_whole_json")
 
 
 @pytest.fixture(autouse=True)
@@ -113,6 +114,38 @@ def test_the_migration_turns_json_columns_into_text_keeping_their_values_and_bac
     with connection.schema_editor() as editor:
         MIGRATION.to_text(None, editor)
         MIGRATION.to_text(None, editor)  # text to text: nothing changes
+        LZ4.to_lz4(None, editor)  # a type change resets a column's compression; 0015 follows 0014
     assert {kind for _, _, kind in column_types()} == {"text"}
     assert ToolCall.objects.get().arguments == {"q": "x"}
     assert Span.objects.get().attributes["gen_ai.tool.name"] == "lookup"
+
+
+
+def compression() -> set[tuple[str, str, str]]:
+    """(table, column, compression) of the WholeJSONField columns, on the parents and every partition."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, a.attname, a.attcompression FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "WHERE a.attname IN ('attributes', 'events', 'links', 'arguments', 'result') AND NOT a.attisdropped "
+            "AND (c.relname LIKE 'ingest\\_span%%' OR c.relname LIKE 'ingest\\_toolcall%%') AND c.relkind IN ('r', 'p')"
+        )
+        return set(cursor.fetchall())
+
+
+def test_large_json_is_compressed_with_lz4_in_new_and_existing_partitions():
+    big = '{"q": "' + "lorem ipsum dolor sit amet " * 400 + '"}'  # ~11 kB: past TOAST's 2 kB threshold
+    ingest_tool_span(big)  # creates today's partitions, which take the parent's setting
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_column_compression(attributes) FROM ingest_span")
+        assert cursor.fetchall() == [("lz4",)]
+        cursor.execute("SELECT pg_column_compression(arguments) FROM ingest_toolcall")
+        assert cursor.fetchall() == [("lz4",)]
+    assert {kind for _, _, kind in compression()} == {"l"}
+
+    with connection.schema_editor() as editor:  # back, then forward: existing partitions follow too
+        LZ4.to_pglz(None, editor)
+    assert {kind for _, _, kind in compression()} == {"p"}
+    with connection.schema_editor() as editor:
+        LZ4.to_lz4(None, editor)
+    assert {kind for _, _, kind in compression()} == {"l"}
+    assert ToolCall.objects.get().arguments == {"q": "lorem ipsum dolor sit amet " * 400}

@@ -1,0 +1,50 @@
+"""The JSON text columns that grow past PostgreSQL's 2 kB TOAST threshold (a span's attributes,
+events and links; a tool call's arguments and result) are compressed with lz4 instead of pglz.
+
+Only a few large rows are compressed at all, but pglz's attempt on them was 2.6 % of PostgreSQL's
+CPU at ingest, where lz4 costs a fraction, and lz4 also reads back faster on the trace page
+(docs/benchmarks.md, "Session 10"). Metadata only: rows already stored keep their compression.
+New day partitions take the parent's setting; the existing ones are set one by one, since the
+parent's does not reach them. A server built without lz4 keeps pglz (nothing changes).
+"""
+
+from django.db import migrations
+
+COLUMNS = {
+    "ingest_span": ("attributes", "events", "links"),
+    "ingest_toolcall": ("arguments", "result"),
+}
+
+
+def _compress_with(schema_editor, method: str) -> None:
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute("SELECT %s = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'", [method])
+        row = cursor.fetchone()
+        if not (row and row[0]):
+            return
+        for parent, columns in COLUMNS.items():
+            cursor.execute(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = %s",
+                [parent],
+            )
+            tables = [parent, *(name for (name,) in cursor.fetchall())]
+            changes = ", ".join(f'ALTER COLUMN "{c}" SET COMPRESSION {method}' for c in columns)
+            for table in tables:
+                schema_editor.execute(f'ALTER TABLE ONLY "{table}" {changes}')
+
+
+def to_lz4(apps, schema_editor):
+    _compress_with(schema_editor, "lz4")
+
+
+def to_pglz(apps, schema_editor):
+    _compress_with(schema_editor, "pglz")
+
+
+class Migration(migrations.Migration):
+    dependencies = [("ingest", "0014_whole_json_as_text")]
+
+    operations = [migrations.RunPython(to_lz4, to_pglz)]
