@@ -8,15 +8,15 @@ New day partitions take the parent's setting; the existing ones are set one by o
 parent's does not reach them. A server built without lz4 keeps pglz (nothing changes).
 """
 
+import functools
+import importlib
+
 from django.db import migrations
 
-COLUMNS = {
-    "ingest_span": ("attributes", "events", "links"),
-    "ingest_toolcall": ("arguments", "result"),
-}
+COLUMNS = importlib.import_module("ingest.migrations.0014_whole_json_as_text").COLUMNS
 
 
-def _compress_with(schema_editor, method: str) -> None:
+def _compress_with(apps, schema_editor, *, method: str) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
     with schema_editor.connection.cursor() as cursor:
@@ -36,12 +36,8 @@ def _compress_with(schema_editor, method: str) -> None:
                 schema_editor.execute(f'ALTER TABLE ONLY "{table}" {changes}')
 
 
-def to_lz4(apps, schema_editor):
-    _compress_with(schema_editor, "lz4")
-
-
-def to_pglz(apps, schema_editor):
-    _compress_with(schema_editor, "pglz")
+to_lz4 = functools.partial(_compress_with, method="lz4")
+to_pglz = functools.partial(_compress_with, method="pglz")
 
 
 class Migration(migrations.Migration):

@@ -37,15 +37,24 @@ def _no_partitions():
     partitions.drop_partitions_before(dt.date(9999, 1, 1))
 
 
-def column_types() -> set[tuple[str, str, str]]:
-    """(table, column, type) of the WholeJSONField columns, on the parents and every partition."""
+def _json_columns() -> list[tuple[str, str, str, str]]:
+    """(table, column, type, compression) of the WholeJSONField columns, on the parents and every partition."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT table_name, column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = current_schema() AND column_name IN ('attributes', 'events', 'links', 'arguments', 'result') "
-            "AND (table_name LIKE 'ingest\\_span%%' OR table_name LIKE 'ingest\\_toolcall%%')"
+            "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attcompression "
+            "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "WHERE a.attname IN ('attributes', 'events', 'links', 'arguments', 'result') AND NOT a.attisdropped "
+            "AND (c.relname LIKE 'ingest\\_span%%' OR c.relname LIKE 'ingest\\_toolcall%%') AND c.relkind IN ('r', 'p')"
         )
-        return set(cursor.fetchall())
+        return cursor.fetchall()
+
+
+def column_types() -> set[tuple[str, str, str]]:
+    return {(table, column, kind) for table, column, kind, _ in _json_columns()}
+
+
+def compression() -> set[tuple[str, str, str]]:
+    return {(table, column, method) for table, column, _, method in _json_columns()}
 
 
 def ingest_tool_span(arguments: str) -> None:
@@ -119,17 +128,6 @@ def test_the_migration_turns_json_columns_into_text_keeping_their_values_and_bac
     assert ToolCall.objects.get().arguments == {"q": "x"}
     assert Span.objects.get().attributes["gen_ai.tool.name"] == "lookup"
 
-
-
-def compression() -> set[tuple[str, str, str]]:
-    """(table, column, compression) of the WholeJSONField columns, on the parents and every partition."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.relname, a.attname, a.attcompression FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-            "WHERE a.attname IN ('attributes', 'events', 'links', 'arguments', 'result') AND NOT a.attisdropped "
-            "AND (c.relname LIKE 'ingest\\_span%%' OR c.relname LIKE 'ingest\\_toolcall%%') AND c.relkind IN ('r', 'p')"
-        )
-        return set(cursor.fetchall())
 
 
 def test_large_json_is_compressed_with_lz4_in_new_and_existing_partitions():
