@@ -46,7 +46,7 @@ def test_a_statement_timeout_from_the_environment_cancels_a_longer_query_and_ing
 
     url = settings.DATABASES["default"]
     env = {
-        "DATABASE_URL": f"postgres://{url['USER']}@{url['HOST']}:{url['PORT']}/{url['NAME']}",
+        "DATABASE_URL": f"postgres://{url['USER']}:{url['PASSWORD'] or ''}@{url['HOST']}:{url['PORT']}/{url['NAME']}",
         "DATABASE_STATEMENT_TIMEOUT_MS": "300",
         "SECRET_KEY": "s3cret-" * 8,
     }
