@@ -11,13 +11,13 @@ nothing looks a span or a tool call up by id.
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 
-import orjson
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+from ingest.json_text import dumps_json
 
 API_KEY_PREFIX = "tw_"
 API_KEY_VISIBLE_CHARS = 8
@@ -129,17 +129,6 @@ class HexIdField(models.CharField):
         return params
 
 
-def _nan_as_null(value):
-    """`value` with NaN and infinities as None, as orjson writes them (its fallback's only difference)."""
-    if type(value) is float:
-        return value if value - value == 0.0 else None  # x - x is NaN only for NaN and ±inf
-    if isinstance(value, dict):
-        return {k: _nan_as_null(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_nan_as_null(v) for v in value]
-    return value
-
-
 class WholeJSONField(models.JSONField):
     """A JSONField kept as PostgreSQL `text` (the JSON's text, not checked again), not `jsonb`,
     for values written once and only ever read whole (a span's attributes, events and links: the
@@ -147,7 +136,7 @@ class WholeJSONField(models.JSONField):
     looked into by a query. jsonb's conversion into its binary form cost PostgreSQL ~4 µs a span
     at ingest (docs/benchmarks.md, "Ingest at half the CPU"); `json` (0012 to 0013) still lexed the
     whole text to check it, ~10 % of PostgreSQL's CPU at ingest ("Session 10"). The text is
-    always ingest's or Django's own JSON encoding, so there is nothing to check. Lookups into it
+    always ingest.json_text's encoding (for COPY and the ORM alike), so there is nothing to check. Lookups into it
     (attributes__key) are not supported on PostgreSQL; SQL that needs its structure casts it
     (`attributes::jsonb`). SQLite stores JSONField as text anyway."""
 
@@ -159,13 +148,8 @@ class WholeJSONField(models.JSONField):
             return super().get_db_prep_value(value, connection, prepared)
         if not prepared:
             value = self.get_prep_value(value)
-        # Text for a text column (Django's PostgreSQL adapter would send jsonb), encoded as ingest's
-        # COPY encodes it (ingest.storage.dumps_json): orjson writes NaN and infinities as null, so
-        # the text stays JSON; json for what orjson refuses (integers beyond 64 bits, non-str keys).
-        try:
-            return orjson.dumps(value).decode()
-        except TypeError:
-            return json.dumps(_nan_as_null(value), cls=self.encoder, ensure_ascii=False, allow_nan=False)
+        # Text for a text column (Django's PostgreSQL adapter would send jsonb), encoded as ingest's COPY encodes it.
+        return dumps_json(value).decode()
 
     def from_db_value(self, value, expression, connection):
         if value is not None and not isinstance(value, str):

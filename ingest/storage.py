@@ -18,12 +18,10 @@ its span transaction, remembering committed ids per process.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
-import orjson
 import psycopg
 from django.db import IntegrityError, connection, transaction
 from django.db.models import JSONField, OuterRef, Subquery
@@ -31,6 +29,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from ingest import log_events
+from ingest.json_text import dumps_json
 from ingest.log_events import LogRecordRecord
 from ingest.models import LogRecord, Resource, Span, ToolCall
 from ingest.records import ResourceRecord, SpanRecord, ToolCallRecord
@@ -60,15 +59,6 @@ def ns_to_datetime(ns: int) -> dt.datetime:
     # Integer arithmetic keeps microseconds exact (a float of ns since 1970 would not);
     # adding a timedelta costs a fifth of fromtimestamp().replace(), and runs several times a span.
     return _EPOCH + _MICROSECOND * (ns // 1000)
-
-
-def dumps_json(value) -> bytes:
-    """JSON for jsonb columns: orjson (several times faster than json on this hot path),
-    falling back to json for what orjson refuses (integers beyond 64 bits)."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class JsonbBinaryDumper(Dumper):
