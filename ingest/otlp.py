@@ -68,10 +68,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
+from ingest import attribute_view
 from ingest.limits import DEFAULT_LIMITS, IngestLimits
 from ingest.log_events import LogRecordRecord, qualified_event_name, record_call_id, record_digest
 from ingest.records import ResourceRecord, SpanRecord, resource_digest
@@ -954,25 +955,44 @@ def _value(value: AnyValue):
 
 
 _WHICH_ONE_OF = AnyValue.WhichOneof
+_KEY_VALUE_FROM_STRING = KeyValue.FromString
 
 
-# Serialised KeyValue -> (key, value) as stored, per (key chars, value chars, depth) limits.
-# Most attributes repeat from span to span (operation names, models, hosts, tool
-# descriptions, ports): for those, one serialisation and a lookup replace reading
-# the message field by field (~0.8 µs an attribute) and redacting it again. A pair is
-# remembered from its second sighting, so the ids and arguments seen once (a few per
-# span) do not crowd out the values that repeat; only small scalar pairs are kept, since
-# a nested value would be shared by every span that has it. Both maps are bounded
-# (a sender of ever-new values only resets them): a few MB per process.
-_STORED_PAIRS: dict[tuple[int, int, int], dict[bytes, tuple[str, object]]] = {}
+# Serialised KeyValue -> what it is stored as, per (key chars, value chars, depth) limits: an
+# _Entry. Most attributes repeat from span to span (operation names, models, hosts, tool
+# descriptions, ports): for those, a lookup of its bytes replaces reading the message field
+# by field (~0.8 µs an attribute), redacting it again and pricing it. A pair is remembered
+# from its second sighting, so the ids and arguments seen once (a few per span) do not crowd
+# out the values that repeat; only small scalar pairs are kept, since a nested value would be
+# shared by every span that has it. Both maps are bounded (a sender of ever-new values only
+# resets them): a few MB per process.
+_STORED_PAIRS: dict[tuple[int, int, int], dict[bytes, tuple]] = {}
 _SEEN_ONCE: set[bytes] = set()
 _STORED_PAIR_BYTES = 512
 _STORED_PAIRS_MAX = 20_000
 
+# An _Entry: ((key, value) as stored, its cost of the budget (attribute_cost; a nested value's
+# items were charged as converted), whether it is a string (only a string is cut to
+# CUT_BUDGET_MARKER when it does not fit), whether max_attribute_value_chars cut it).
 
-def _stored_attributes(items, max_count: int, limits: tuple[int, int, int], bound: _Bound) -> tuple[dict, int]:
+
+def _entry(pair: tuple[str, object], value_chars: int) -> tuple:
+    value = pair[1]
+    if type(value) is str:
+        cut = len(value) == value_chars and value.endswith(" chars]") and TRUNCATION_MARKER in value
+        return pair, VALUE_COST + len(pair[0]) + len(value), True, cut
+    return pair, VALUE_COST + len(pair[0]), False, False
+
+
+def _stored_attributes(
+    items, max_count: int, limits: tuple[int, int, int], bound: _Bound, messages=None
+) -> tuple[dict, int]:
     """The first max_count KeyValues, redacted (redact.redact_item), as a dict, and how
     many were left out: what redact.redact_attributes makes of them, for a fraction of the cost.
+
+    `items` are KeyValue messages or their bytes (an attribute_view's). For bytes, `messages`
+    may give the same KeyValues as messages (a function, called only if need be): a large one is
+    then read from there rather than parsed a second time (a 60 MB array would be held twice).
 
     Each is charged to `bound` (attribute_cost); one that does not fit what is left is stored
     as CUT_BUDGET_MARKER. Attributes of up to _STORED_PAIR_BYTES as received (names, ids,
@@ -981,48 +1001,40 @@ def _stored_attributes(items, max_count: int, limits: tuple[int, int, int], boun
     count = len(items)
     if count > max_count:
         bound.cuts[CUT_ATTRIBUTES] += count - max_count
-    pairs = _STORED_PAIRS.get(limits)
-    if pairs is None:
-        pairs = _STORED_PAIRS[limits] = {}
-    known = pairs.get
-    value_chars = limits[1]
+    entries = _STORED_PAIRS.get(limits)
+    if entries is None:
+        entries = _STORED_PAIRS[limits] = {}
+    known = entries.get
     found = []
     large = None
     for item in items if count <= max_count else items[:max_count]:
-        data = item.SerializeToString()
+        data = item if type(item) is bytes else item.SerializeToString()
         if len(data) > _STORED_PAIR_BYTES:
             if large is None:
                 large = []
             large.append((len(found), item, data))
             found.append(None)
             continue
-        pair = known(data)
-        if pair is None:
-            pair = _stored_pair(item, data, pairs, limits, bound)
-        value = pair[1]
-        if type(value) is str:
-            cost = VALUE_COST + len(pair[0]) + len(value)
-            if len(value) == value_chars and value.endswith(" chars]") and TRUNCATION_MARKER in value:
-                bound.cuts[CUT_VALUE_CHARS] += 1
-        else:
-            cost = VALUE_COST + len(pair[0])  # a small nested value charged its items as converted
-        if cost > bound.left and type(value) is str:
+        entry = known(data)
+        if entry is None:
+            entry = _stored_entry(item, data, entries, limits, bound)
+        pair, cost, text, cut = entry
+        if cut:
+            bound.cuts[CUT_VALUE_CHARS] += 1
+        if text and cost > bound.left:
             bound.cuts[bound.reason] += 1
             pair = (pair[0], CUT_BUDGET_MARKER)
         else:
             bound.left -= cost
         found.append(pair)
     if large is not None:
+        parsed = messages() if messages is not None and type(large[0][1]) is bytes else None
         for position, item, data in large:
-            pair = _stored_pair(item, data, pairs, limits, bound)
-            value = pair[1]
-            cost = VALUE_COST + len(pair[0])
-            if type(value) is str:
-                cost += len(value)
-                if len(value) == value_chars and value.endswith(" chars]") and TRUNCATION_MARKER in value:
-                    bound.cuts[CUT_VALUE_CHARS] += 1
+            pair, cost, text, cut = _stored_entry(item if parsed is None else parsed[position], data, entries, limits, bound)
+            if cut:
+                bound.cuts[CUT_VALUE_CHARS] += 1
             # A nested value was converted within what was left (and cut inside if need be): kept.
-            if cost > bound.left and type(value) is str:
+            if text and cost > bound.left:
                 bound.cuts[bound.reason] += 1
                 pair = (pair[0], CUT_BUDGET_MARKER)
             else:
@@ -1032,7 +1044,9 @@ def _stored_attributes(items, max_count: int, limits: tuple[int, int, int], boun
     return dict(found), max(count - max_count, 0)
 
 
-def _stored_pair(item, data: bytes, pairs: dict, limits: tuple[int, int, int], bound: _Bound) -> tuple[str, object]:
+def _stored_entry(item, data: bytes, entries: dict, limits: tuple[int, int, int], bound: _Bound) -> tuple:
+    if type(item) is bytes:  # from an attribute_view: parsed only now, when the cache has not seen it
+        item = _KEY_VALUE_FROM_STRING(item)
     value = item.value
     kind = _WHICH_ONE_OF(value, "value")
     if kind == "string_value":
@@ -1041,21 +1055,25 @@ def _stored_pair(item, data: bytes, pairs: dict, limits: tuple[int, int, int], b
         raw = value.int_value
     elif kind == "bool_value":
         raw = value.bool_value
-    elif bound.left <= 0 and (kind == "kvlist_value" or kind == "array_value"):
-        return (item.key, CUT_BUDGET_MARKER)  # not converted at all: the caller counts the cut
-    else:
+    elif kind == "kvlist_value" or kind == "array_value":
+        if bound.left <= 0:  # not converted at all: the caller counts the cut (the key is still cleaned)
+            return _entry((redact_item(item.key, CUT_BUDGET_MARKER, limits)[0], CUT_BUDGET_MARKER), limits[1])
         raw = _bounded(value, bound, 1)
-    pair = redact_item(item.key, raw, limits)
+    else:
+        # A double, bytes or an unset value is charged by the caller alone, as when it comes
+        # from the cache (_bounded would charge it once more on first sight).
+        raw = _value(value)
+    entry = _entry(redact_item(item.key, raw, limits), limits[1])
     if len(data) <= _STORED_PAIR_BYTES and type(raw) is not dict and type(raw) is not list:
         if data in _SEEN_ONCE:
-            if len(pairs) >= _STORED_PAIRS_MAX:
-                pairs.clear()
-            pairs[data] = pair
+            if len(entries) >= _STORED_PAIRS_MAX:
+                entries.clear()
+            entries[data] = entry
         else:
             if len(_SEEN_ONCE) >= _STORED_PAIRS_MAX:
                 _SEEN_ONCE.clear()
             _SEEN_ONCE.add(data)
-    return pair
+    return entry
 
 
 def _label(value) -> str:
@@ -1096,7 +1114,8 @@ def _flatten(
             scope_name = clean_string(scope.name, LABEL_CHARS)
             scope_version = clean_string(scope.version, LABEL_CHARS)
 
-            for span in ss.spans:
+            real_spans = ss.spans  # what the view holds as bytes, as messages: only large values are read here
+            for index, span in enumerate(attribute_view.view(ss).spans if real_spans else ()):
                 trace_id = span.trace_id
                 span_id = span.span_id
                 parent_id = span.parent_span_id
@@ -1108,7 +1127,9 @@ def _flatten(
                     continue
 
                 bound = _Bound(limits, cuts)
-                attributes, dropped_attributes = _stored_attributes(span.attributes, max_attributes, redaction, bound)
+                attributes, dropped_attributes = _stored_attributes(
+                    span.attributes, max_attributes, redaction, bound, lambda index=index: real_spans[index].attributes
+                )
                 dropped_attributes += span.dropped_attributes_count
                 if dropped_attributes:
                     attributes[DROPPED_ATTRIBUTES] = dropped_attributes
@@ -1120,8 +1141,11 @@ def _flatten(
                     if len(source) > max_events:
                         dropped_events += len(source) - max_events
                         cuts[CUT_EVENTS] += len(source) - max_events
-                    for event in source if len(source) <= max_events else source[:max_events]:
-                        event_attributes, dropped = _stored_attributes(event.attributes, max_attributes, redaction, bound)
+                    for number, event in enumerate(source if len(source) <= max_events else source[:max_events]):
+                        event_attributes, dropped = _stored_attributes(
+                            event.attributes, max_attributes, redaction, bound,
+                            lambda index=index, number=number: real_spans[index].events[number].attributes,
+                        )  # fmt: skip
                         dropped += event.dropped_attributes_count
                         if dropped:
                             event_attributes[DROPPED_ATTRIBUTES] = dropped
@@ -1142,12 +1166,15 @@ def _flatten(
                     if len(source) > max_links:
                         dropped_links += len(source) - max_links
                         cuts[CUT_LINKS] += len(source) - max_links
-                    for link in source if len(source) <= max_links else source[:max_links]:
+                    for number, link in enumerate(source if len(source) <= max_links else source[:max_links]):
                         link_trace, link_span = link.trace_id, link.span_id
                         if len(link_trace) != 16 or len(link_span) != 8:
                             dropped_links += 1  # a link to nothing identifiable
                             continue
-                        link_attributes, _ = _stored_attributes(link.attributes, max_attributes, redaction, bound)
+                        link_attributes, _ = _stored_attributes(
+                            link.attributes, max_attributes, redaction, bound,
+                            lambda index=index, number=number: real_spans[index].links[number].attributes,
+                        )  # fmt: skip
                         links.append(
                             {"trace_id": link_trace.hex(), "span_id": link_span.hex(), "attributes": link_attributes}
                         )

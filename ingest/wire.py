@@ -1243,10 +1243,10 @@ class _Reader:
         return payload.counts.get(1, 0), payload.first.get(1, [])
 
     def large_pair(self, walked: tuple[str, int, int], bound) -> tuple[str, object]:
-        """otlp._stored_pair and the large-attribute step of otlp._stored_attributes, for a walked pair."""
+        """otlp._stored_entry and the large-attribute step of otlp._stored_attributes, for a walked pair."""
         key, value_start, value_end = walked
         if bound.left <= 0:
-            pair = (key, CUT_BUDGET_MARKER)
+            pair = (redact_item(key, CUT_BUDGET_MARKER, self.redaction)[0], CUT_BUDGET_MARKER)  # the key cleaned
         else:
             pair = redact_item(key, self.value(value_start, value_end, bound, 1), self.redaction)
         value = pair[1]

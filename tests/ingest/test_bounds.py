@@ -114,6 +114,20 @@ def test_over_the_span_budget_the_small_attributes_are_kept_and_the_large_ones_m
     assert list(attributes)[:5] == list(big)  # the stored order is the sender's
 
 
+def test_a_nested_value_past_the_budget_is_marked_under_its_cleaned_key():
+    # An array's items are charged as they are converted, so it can spend the budget past zero;
+    # a nested value after it is then not converted at all.
+    limits = IngestLimits(max_attribute_bytes_per_span=1_000, max_attribute_key_chars=16)
+    long_key = "nested.\x00" + "k" * 40  # a NUL, and longer than max_attribute_key_chars
+    attributes = {"numbers": array([AnyValue(int_value=n) for n in range(100)]), long_key: kvlist({"a": string("b")})}
+    [record], cuts = flatten(request(span(attributes)), limits)
+
+    (key,) = [key for key in record.attributes if key.startswith("nested.")]
+    assert len(key) <= 16 and "\x00" not in key
+    assert record.attributes[key] == CUT_BUDGET_MARKER
+    assert cuts[otlp.CUT_SPAN_BYTES] == 2  # the rest of the array, then the kvlist
+
+
 def test_events_draw_on_the_same_span_budget():
     limits = IngestLimits(max_attribute_bytes_per_span=10_000)
     events = [Span.Event(name="log", time_unix_nano=NOW_NS, attributes=[KeyValue(key="text", value=string("y" * 4_000))]) for _ in range(5)]
