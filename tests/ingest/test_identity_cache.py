@@ -13,16 +13,9 @@ from ingest import partitions
 from ingest.models import Span
 from tests.factories import make_project
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_partitions")]
 
 MIGRATION = importlib.import_module("ingest.migrations.0016_identity_cache")
-
-
-@pytest.fixture(autouse=True)
-def _no_partitions():
-    partitions.drop_partitions_before(dt.date(9999, 1, 1))
-    yield
-    partitions.drop_partitions_before(dt.date(9999, 1, 1))
 
 
 def _cache_sizes() -> dict[str, int]:

@@ -13,13 +13,13 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from ingest import otlp, partitions
+from ingest import otlp
 from ingest.models import Span, ToolCall
 from ingest.services import spans_ingest
 from tests.factories import make_project
 from tests.otlp_builders import json_bytes, json_request, json_span
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_partitions")]
 
 NOW = dt.datetime(2026, 11, 29, 12, tzinfo=dt.UTC)
 START_NS = int(NOW.timestamp()) * 10**9 - 60 * 10**9
@@ -28,13 +28,6 @@ COLUMNS = {("ingest_span", "attributes"), ("ingest_span", "events"), ("ingest_sp
            ("ingest_toolcall", "arguments"), ("ingest_toolcall", "result")}  # fmt: skip
 MIGRATION = importlib.import_module("ingest.migrations.0014_whole_json_as_text")
 LZ4 = importlib.import_module("ingest.migrations.0015_lz4_whole_json")
-
-
-@pytest.fixture(autouse=True)
-def _no_partitions():
-    partitions.drop_partitions_before(dt.date(9999, 1, 1))
-    yield
-    partitions.drop_partitions_before(dt.date(9999, 1, 1))
 
 
 def _json_columns() -> list[tuple[str, str, str, str]]:
