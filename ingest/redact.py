@@ -23,6 +23,7 @@ of a string far over the limit only the part kept plus SCRUB_MARGIN is scanned.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -216,6 +217,36 @@ _STARTS_OF_CUE: dict[str, tuple[str, ...]] = {
     cue: tuple(start for start in _RULE_MATCH_STARTS if cue in start)
     for cue in (*_OWN_GATE_LITERALS, *_uncovered(_RULE_STARTS, _OWN_GATE_LITERALS))
 }
+# Own start -> the cues of which a string holding a VALUE_RE match that begins there holds one
+# (lower-cased): its own pattern's (the key words of _KV_KEYS: "api" begins only "api_key", "id"
+# only "id_token"; PEM's "PRIVATE KEY"; the URL rule's "@"), and the cue of every rule start it
+# begins ("api" begins gitleaks' "api_org_", which holds no "key"). A string is then searched
+# from an own start only when the gate found one of its cues: a stacktrace holding
+# "_send_handling_auth" is tried at its "auth"s, not at every "id", "api" and "gh" in it.
+# Keep in step with VALUE_PATTERNS and _KV_KEYS (tests/ingest/test_redact_gate.py checks samples
+# of every pattern against a full scan).
+_OWN_START_CUES: dict[str, set[str]] = {
+    "bearer": {"bearer"}, "basic": {"basic"}, "sk-": {"sk-"}, "sk_": {"sk_"}, "rk_": {"rk_"}, "akia": {"akia"},
+    "asia": {"asia"}, "eyj": {"eyj"}, "gh": {"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, "github_pat_": {"github_pat_"},
+    "xox": {"xox"}, "aiza": {"aiza"}, "-----begin": {"key"}, "://": {"@"}, "pass": {"pass"}, "secret": {"secret"},
+    "api": {"key"}, "access": {"token", "key"}, "refresh": {"token"}, "auth": {"auth"}, "id": {"token"},
+    "session": {"token"}, "token": {"token"}, "cookie": {"cookie"}, "credential": {"cred", "credential"},
+    "private": {"key"}, "account": {"key"}, "shared": {"key", "sig"}, "sig": {"sig"}, "cred": {"cred"},
+}  # fmt: skip
+for _start in _RULE_STARTS:
+    for _own in _OWN_MATCH_STARTS:
+        if _start.startswith(_own):
+            _OWN_START_CUES[_own].update(cue for cue in GATE_LITERALS if cue in _start)
+
+
+@functools.lru_cache(maxsize=1024)
+def _starts_of_hits(hits: tuple[str, ...]) -> tuple[str, ...]:
+    """Where a VALUE_RE match may begin in an ASCII string whose gate found `hits`."""
+    found = set(hits)
+    own = tuple(start for start in _OWN_MATCH_STARTS if not found.isdisjoint(_OWN_START_CUES[start]))
+    return own + tuple({start for cue in hits for start in _STARTS_OF_CUE.get(cue, ())})
+
+
 # Every cue, for a string that is not ASCII (looked for with `in`, as its runs are not).
 GATE_CUES = (*_OWN_GATE_LITERALS, *RULE_CUES, "@")
 # The token-shaped patterns: gitleaks' rules and VALUE_PATTERNS' own token alternatives.
@@ -382,8 +413,8 @@ def _sub_secrets(text: str, hits=None) -> str:
     lowered = text.lower()
     starts = set()
     candidates = MATCH_STARTS
-    if hits is not None:  # the gate's cues: only the rules' starts that those cues allow
-        candidates = _OWN_MATCH_STARTS + tuple({start for cue in hits for start in _STARTS_OF_CUE.get(cue, ())})
+    if hits is not None:  # the gate's cues: only the starts that those cues allow
+        candidates = _starts_of_hits(tuple(hits))
     for start in candidates:
         at = lowered.find(start)
         while at >= 0:

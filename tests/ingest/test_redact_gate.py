@@ -22,6 +22,7 @@ _CATEGORY = {
     C.CATEGORY_DIGIT: string.digits,
     C.CATEGORY_WORD: string.ascii_letters + string.digits + "_",
     C.CATEGORY_SPACE: " ",
+    C.CATEGORY_NOT_SPACE: string.ascii_letters + string.digits + "-",
 }
 
 
@@ -110,3 +111,48 @@ def test_the_token_runs_are_those_a_regex_finds():
         text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 80))).lower()
         runs = [run.decode() for run in text.encode().translate(redact._TOKEN_BYTES).split()]
         assert [run for run in runs if len(run) >= redact.TOKEN_RUN_CHARS] == regex.findall(text), text
+
+
+# Every own pattern but the rules (sampled one by one above), the key=value one included: its
+# key words are what the gate's cues narrow the starts tried by (redact._OWN_START_CUES).
+_OWN_PATTERNS = [(name, pattern) for name, pattern in redact.VALUE_PATTERNS if name != "rules"]
+# Contexts that also hold other starts ("id", "api", "gh", "access", "://") and cues of other patterns.
+_CROWDED = ("{}", "id=7 api gh access {} tail", "GET https://idp.example.com/api?x=1 then {} and a key", "auth: {}")
+
+
+@pytest.mark.parametrize(("name", "pattern"), _OWN_PATTERNS, ids=[name for name, _ in _OWN_PATTERNS])
+def test_every_own_pattern_is_scrubbed_through_the_gate_as_a_full_scan_scrubs_it(name, pattern):
+    rng = random.Random(f"own {name}")
+    parsed = _parser.parse(pattern)
+    checked = 0
+    for _ in range(80):
+        sample = _sample(parsed, rng)
+        if not re.fullmatch(pattern, sample):
+            # The sampler skips lookarounds: the URL rule's "(?=@)" needs its host after it; any
+            # other draw that breaks one is no example.
+            match = re.match(pattern, sample + "@db.example.com")
+            if match is None or match.end() != len(sample):
+                continue
+            sample += "@db.example.com"
+        checked += 1
+        for context in _CONTEXTS + _CROWDED:
+            text = context.format(sample)
+            full = redact.VALUE_RE.sub(redact._replace, text)
+            assert redact.scrub_text(text) == full, text
+            assert redact.redact_attributes({"a": text, "b": "some other value here"}, DEFAULT_LIMITS)["a"] == full, text
+    assert checked >= 20, checked
+
+
+def test_every_own_start_has_the_cues_that_let_it_be_tried():
+    assert set(redact._OWN_START_CUES) == set(redact._OWN_MATCH_STARTS)
+    cues = set(redact.GATE_LITERALS) | {"@"}
+    assert all(found and found <= cues for found in redact._OWN_START_CUES.values())
+    # a rule start an own start begins is tried when the rule's own cue is found
+    assert "api_org_" in redact._OWN_START_CUES["api"]
+
+
+def test_a_stacktrace_with_one_cue_is_tried_only_where_that_cue_can_begin_a_match():
+    starts = redact._starts_of_hits(("auth",))
+    assert "auth" in starts and not {"id", "api", "gh", "access", "://"} & set(starts)
+    trace = 'File "/app/httpx/_client.py", line 1585, in send\n    response = await self._send_handling_auth(request, auth=auth)'
+    assert redact.scrub_text(trace) == redact.VALUE_RE.sub(redact._replace, trace)
