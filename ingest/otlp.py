@@ -959,7 +959,7 @@ _KEY_VALUE_FROM_STRING = KeyValue.FromString
 
 
 # Serialised KeyValue -> what it is stored as, per (key chars, value chars, depth) limits: an
-# _Entry. Most attributes repeat from span to span (operation names, models, hosts, tool
+# entry (_entry). Most attributes repeat from span to span (operation names, models, hosts, tool
 # descriptions, ports): for those, a lookup of its bytes replaces reading the message field
 # by field (~0.8 µs an attribute), redacting it again and pricing it. A pair is remembered
 # from its second sighting, so the ids and arguments seen once (a few per span) do not crowd
@@ -971,12 +971,10 @@ _SEEN_ONCE: set[bytes] = set()
 _STORED_PAIR_BYTES = 512
 _STORED_PAIRS_MAX = 20_000
 
-# An _Entry: ((key, value) as stored, its cost of the budget (attribute_cost; a nested value's
-# items were charged as converted), whether it is a string (only a string is cut to
-# CUT_BUDGET_MARKER when it does not fit), whether max_attribute_value_chars cut it).
-
-
 def _entry(pair: tuple[str, object], value_chars: int) -> tuple:
+    """(the (key, value) as stored, its cost of the budget (attribute_cost; a nested value's items
+    were charged as they were converted), whether it is a string (only a string is cut to
+    CUT_BUDGET_MARKER when it does not fit), whether max_attribute_value_chars cut it)."""
     value = pair[1]
     if type(value) is str:
         cut = len(value) == value_chars and value.endswith(" chars]") and TRUNCATION_MARKER in value
