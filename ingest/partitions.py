@@ -31,7 +31,8 @@ def partition_name(table: str, day: dt.date) -> str:
     return f"{table}_p{day:%Y%m%d}"
 
 
-def existing_partition_days(table: str) -> list[dt.date]:
+def partition_tables(table: str) -> list[str]:
+    """The names of `table`'s partitions on PostgreSQL (none elsewhere)."""
     if not is_partitioned():
         return []
     with connection.cursor() as cursor:
@@ -44,9 +45,12 @@ def existing_partition_days(table: str) -> list[dt.date]:
             """,
             [table],
         )
-        names = [row[0] for row in cursor.fetchall()]
+        return [row[0] for row in cursor.fetchall()]
+
+
+def existing_partition_days(table: str) -> list[dt.date]:
     days = []
-    for name in names:
+    for name in partition_tables(table):
         match = _NAME_RE.search(name)
         if match:
             days.append(dt.datetime.strptime(match.group(1), "%Y%m%d").date())

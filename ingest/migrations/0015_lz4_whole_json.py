@@ -13,6 +13,8 @@ import importlib
 
 from django.db import migrations
 
+from ingest.partitions import partition_tables
+
 COLUMNS = importlib.import_module("ingest.migrations.0014_whole_json_as_text").COLUMNS
 
 
@@ -24,16 +26,11 @@ def _compress_with(apps, schema_editor, *, method: str) -> None:
         row = cursor.fetchone()
         if not (row and row[0]):
             return
-        for parent, columns in COLUMNS.items():
-            cursor.execute(
-                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-                "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = %s",
-                [parent],
-            )
-            tables = [parent, *(name for (name,) in cursor.fetchall())]
-            changes = ", ".join(f'ALTER COLUMN "{c}" SET COMPRESSION {method}' for c in columns)
-            for table in tables:
-                schema_editor.execute(f'ALTER TABLE ONLY "{table}" {changes}')
+    for parent, columns in COLUMNS.items():
+        tables = [parent, *partition_tables(parent)]
+        changes = ", ".join(f'ALTER COLUMN "{c}" SET COMPRESSION {method}' for c in columns)
+        for table in tables:
+            schema_editor.execute(f'ALTER TABLE ONLY "{table}" {changes}')
 
 
 to_lz4 = functools.partial(_compress_with, method="lz4")
