@@ -246,12 +246,7 @@ def decode_request(body: bytes, media: str, limits: IngestLimits = DEFAULT_LIMIT
     A JSON body of more than limits.max_json_values values is refused (413) unparsed.
     """
     if media == PROTOBUF:
-        request = ExportTraceServiceRequest()
-        try:
-            request.ParseFromString(body)
-        except DecodeError as exc:
-            raise OtlpError(400, f"body is not a valid ExportTraceServiceRequest protobuf: {exc}") from None
-        return request
+        return _decode_protobuf(body, ExportTraceServiceRequest)
     if media == JSON:
         return _decode_json(body, limits)
     raise ValueError(f"unknown media {media!r}")
@@ -272,6 +267,8 @@ def _decode_json(body: bytes, limits: IngestLimits = DEFAULT_LIMITS) -> ExportTr
     # for certain goes to json_format, which is the authority on OTLP/JSON.
     try:
         return _build_request(document)
+    except _TooDeep:
+        _check_message_levels(document)  # raises, naming where
     except (_Unsupported, TypeError, ValueError, OverflowError, RecursionError):
         pass
     return _parse_with_json_format(document)
@@ -387,7 +384,21 @@ def _fast_id(value):
     raise _Unsupported
 
 
-def _fast_any(value) -> dict:
+# upb (the protobuf decoder of every edge) refuses a message nested more than 100 levels below the
+# request: the request is level 1, a span's attribute value (AnyValue) level 6, each kvlist inside
+# adds 3 levels and each array 2. The JSON path refuses the same nesting (_TooDeep), so a request
+# gets the same answer in either encoding.
+MAX_MESSAGE_LEVELS = 101
+
+
+class _TooDeep(Exception):
+    """A JSON value nests messages past MAX_MESSAGE_LEVELS (_decode_json names where)."""
+
+
+def _fast_any(value, level: int) -> dict:
+    """`value` (a JSON AnyValue) as AnyValue keyword arguments; `level` is its message level."""
+    if level > MAX_MESSAGE_LEVELS:
+        raise _TooDeep
     if type(value) is not dict or len(value) != 1:
         if value == {}:
             return {}
@@ -407,10 +418,12 @@ def _fast_any(value) -> dict:
         # json_format refuses a bare NaN/Infinity and reads quoted ones: leave both to it.
         if kind is int or (kind is float and inner - inner == 0.0):
             return {"double_value": inner}
-    elif key == "arrayValue":
-        return {"array_value": {"values": [_fast_any(item) for item in _fast_values(inner)]}}
-    elif key == "kvlistValue":
-        return {"kvlist_value": {"values": _fast_attributes(_fast_values(inner))}}
+    elif key == "arrayValue" or key == "kvlistValue":
+        if level + 1 > MAX_MESSAGE_LEVELS:  # the ArrayValue or KeyValueList message itself
+            raise _TooDeep
+        if key == "arrayValue":
+            return {"array_value": {"values": [_fast_any(item, level + 2) for item in _fast_values(inner)]}}
+        return {"kvlist_value": {"values": _fast_attributes(_fast_values(inner), level + 2)}}
     raise _Unsupported
 
 
@@ -425,9 +438,13 @@ def _fast_values(value) -> list:
     raise _Unsupported
 
 
-def _fast_attributes(items) -> list:
+def _fast_attributes(items, level: int) -> list:
+    """JSON KeyValues as KeyValue keyword arguments; `level` is their message level."""
     if type(items) is not list:
         raise _Unsupported
+    if items and level > MAX_MESSAGE_LEVELS:
+        raise _TooDeep
+    scalar = level < MAX_MESSAGE_LEVELS  # whether their values (one level down) may be inlined
     out = []
     append = out.append
     for item in items:
@@ -435,7 +452,7 @@ def _fast_attributes(items) -> list:
         try:
             key = item["key"]
             value = item["value"]
-            if len(item) == 2 and len(value) == 1 and type(key) is str:
+            if scalar and len(item) == 2 and len(value) == 1 and type(key) is str:
                 if "stringValue" in value:
                     inner = value["stringValue"]
                     if type(inner) is str:
@@ -448,18 +465,23 @@ def _fast_attributes(items) -> list:
                         continue
         except (KeyError, TypeError, IndexError):
             pass
-        append(_fast_key_value(item))
+        append(_fast_key_value(item, level))
     return out
 
 
-def _fast_key_value(item) -> dict:
+def _attributes_at(level: int):
+    """The converter of a message's attributes, KeyValues at message level `level`."""
+    return lambda items: _fast_attributes(items, level)
+
+
+def _fast_key_value(item, level: int) -> dict:
     if type(item) is not dict:
         raise _Unsupported
     key = item.get("key", "")
     if type(key) is not str:
         raise _Unsupported
     if len(item) == 2 and "value" in item:
-        return {"key": key, "value": _fast_any(item["value"])}
+        return {"key": key, "value": _fast_any(item["value"], level + 1)}
     if len(item) == 1 and "key" in item:
         return {"key": key}
     raise _Unsupported  # keyStrindex, or unknown fields beside: json_format
@@ -505,7 +527,7 @@ _fast_event = _fast_message(
     {
         "timeUnixNano": ("time_unix_nano", _fast_uint),
         "name": ("name", _fast_str),
-        "attributes": ("attributes", _fast_attributes),
+        "attributes": ("attributes", _attributes_at(6)),
         "droppedAttributesCount": ("dropped_attributes_count", _fast_uint),
     },
 )
@@ -515,7 +537,7 @@ _fast_link = _fast_message(
         "traceId": ("trace_id", _fast_id),
         "spanId": ("span_id", _fast_id),
         "traceState": ("trace_state", _fast_str),
-        "attributes": ("attributes", _fast_attributes),
+        "attributes": ("attributes", _attributes_at(6)),
         "droppedAttributesCount": ("dropped_attributes_count", _fast_uint),
         "flags": ("flags", _fast_uint),
     },
@@ -532,7 +554,7 @@ _fast_span = _fast_message(
         "kind": ("kind", _fast_enum),
         "startTimeUnixNano": ("start_time_unix_nano", _fast_uint),
         "endTimeUnixNano": ("end_time_unix_nano", _fast_uint),
-        "attributes": ("attributes", _fast_attributes),
+        "attributes": ("attributes", _attributes_at(5)),
         "droppedAttributesCount": ("dropped_attributes_count", _fast_uint),
         "events": ("events", _fast_list(_fast_event)),
         "droppedEventsCount": ("dropped_events_count", _fast_uint),
@@ -546,14 +568,14 @@ _fast_scope = _fast_message(
     {
         "name": ("name", _fast_str),
         "version": ("version", _fast_str),
-        "attributes": ("attributes", _fast_attributes),
+        "attributes": ("attributes", _attributes_at(5)),
         "droppedAttributesCount": ("dropped_attributes_count", _fast_uint),
     },
 )
 _fast_resource = _fast_message(
     Resource.DESCRIPTOR,
     {
-        "attributes": ("attributes", _fast_attributes),
+        "attributes": ("attributes", _attributes_at(4)),
         "droppedAttributesCount": ("dropped_attributes_count", _fast_uint),
     },
 )
@@ -588,13 +610,63 @@ def _parse_with_json_format(document, message_class=ExportTraceServiceRequest, c
     `message_class` is the export request of the signal, `check` its shape-and-ids walker
     (the traces one by default)."""
     (check or _check_shape_and_ids)(document)
+    _check_bytes_values(document, "")
+    _check_message_levels(document)
     try:
-        return json_format.ParseDict(document, message_class(), ignore_unknown_fields=True)
+        # Nesting is judged by _check_message_levels (upb's limit); json_format's own stops one level short.
+        return json_format.ParseDict(
+            document, message_class(), ignore_unknown_fields=True, max_recursion_depth=MAX_MESSAGE_LEVELS + 1
+        )
     except json_format.ParseError as exc:
         message, field = _parse_error_message(str(exc), document, message_class)
         raise OtlpError(400, message, field=field) from None
     except (TypeError, ValueError, RecursionError) as exc:
         raise OtlpError(400, f"body is not a valid {message_class.DESCRIPTOR.name}: {exc}") from None
+
+
+def _check_message_levels(document) -> None:
+    """OtlpError(400) naming the first JSON object nested past MAX_MESSAGE_LEVELS. In OTLP/JSON every
+    object is a message (there are no maps), so an object's level is the objects on its path."""
+    stack = [(document, "", 1)]
+    while stack:
+        node, path, level = stack.pop()
+        if type(node) is dict:
+            if level > MAX_MESSAGE_LEVELS:
+                raise OtlpError(
+                    400,
+                    f"{path}: nested {level} messages deep, over the {MAX_MESSAGE_LEVELS} that OTLP's protobuf "
+                    "decoders accept (the same request as protobuf is refused too); send the value flatter",
+                    field=path,
+                )
+            children = [(value, f"{path}.{key}" if path else key, level + 1) for key, value in node.items()]
+        elif type(node) is list:
+            children = [(value, f"{path}[{index}]", level) for index, value in enumerate(node)]
+        else:
+            continue
+        stack.extend(child for child in reversed(children) if type(child[0]) is dict or type(child[0]) is list)
+
+
+# proto3 JSON's bytes: standard or URL-safe base64, with or without padding. json_format decodes
+# leniently (it drops what is not in the alphabet: "!!!" became b""), so a value is checked first.
+_BASE64_TEXT = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
+_BYTES_VALUE_KEYS = frozenset({"bytesValue", "bytes_value"})
+
+
+def _check_bytes_values(node, path: str) -> None:
+    """OtlpError(400) naming the first AnyValue whose bytesValue is not base64 (only on the
+    json_format path: the fast builder leaves every bytesValue to it)."""
+    if type(node) is dict:
+        for key, value in node.items():
+            where = f"{path}.{key}" if path else key
+            if key in _BYTES_VALUE_KEYS and type(value) is str:
+                if not _BASE64_TEXT.fullmatch(value) or len(value.rstrip("=")) % 4 == 1:
+                    raise OtlpError(400, f"{where}: expected base64, got {value[:40]!r}", field=where)
+            elif type(value) is dict or type(value) is list:
+                _check_bytes_values(value, where)
+    elif type(node) is list:
+        for index, value in enumerate(node):
+            if type(value) is dict or type(value) is list:
+                _check_bytes_values(value, f"{path}[{index}]")
 
 
 def _kind(value) -> str:
@@ -721,7 +793,7 @@ def _locate(document: dict, names: list[str], request_descriptor=ExportTraceServ
 
 def _parses(item, message_class) -> bool:
     try:
-        json_format.ParseDict(item, message_class(), ignore_unknown_fields=True)
+        json_format.ParseDict(item, message_class(), ignore_unknown_fields=True, max_recursion_depth=MAX_MESSAGE_LEVELS + 1)
     except (json_format.ParseError, TypeError, ValueError, RecursionError):
         return False
     return True
@@ -1341,8 +1413,19 @@ def _decode_protobuf(body: bytes, message_class):
     try:
         request.ParseFromString(body)
     except DecodeError as exc:
-        raise OtlpError(400, f"body is not a valid {message_class.DESCRIPTOR.name} protobuf: {exc}") from None
+        raise OtlpError(400, f"body is not a valid {message_class.DESCRIPTOR.name} protobuf: {decode_problem(exc)}") from None
     return request
+
+
+def decode_problem(exc: DecodeError) -> str:
+    """upb's DecodeError, said plainly where it is terse (its depth limit: MAX_MESSAGE_LEVELS)."""
+    text = str(exc)
+    if "MaxDepth" in text:
+        return (
+            f"messages nested more than {MAX_MESSAGE_LEVELS} levels deep (an attribute value of kvlists or "
+            f"arrays nested some 30 levels), which protobuf decoders refuse; send the value flatter ({text})"
+        )
+    return text
 
 
 def decode_logs_request(body: bytes, media: str, limits: IngestLimits = DEFAULT_LIMITS) -> ExportLogsServiceRequest:

@@ -561,7 +561,7 @@ class _Check:
         try:
             return request.FromString(_envelope(path, self.data[start:end]))
         except DecodeError as exc:
-            raise otlp.OtlpError(400, f"body is not a valid {request.DESCRIPTOR.name} protobuf: {exc}") from None
+            raise otlp.OtlpError(400, f"body is not a valid {request.DESCRIPTOR.name} protobuf: {otlp.decode_problem(exc)}") from None
 
     def refute(self, path: tuple[int, ...], start: int, end: int) -> None:
         """The walk found bytes it cannot read at `start`: upb names the problem (or, if it reads

@@ -444,6 +444,27 @@ def test_json_the_fast_path_does_not_know_is_decoded_exactly_as_json_format_deco
     assert otlp.count_spans(decoded) == 1
 
 
+@pytest.mark.parametrize("value", ["!!!", "AAE=x", "A", "AAE==="])
+def test_a_bytes_value_that_is_not_base64_is_refused_naming_it(value):
+    document = with_span_fields(attributes=[{"key": "b", "value": {"kvlistValue": {"values": [{"key": "c", "value": {"bytesValue": value}}]}}}])
+
+    with pytest.raises(otlp.OtlpError) as refused:
+        otlp.decode_request(json_body(document), "json")
+
+    where = "resourceSpans[0].scopeSpans[0].spans[0].attributes[0].value.kvlistValue.values[0].value.bytesValue"
+    assert refused.value.http_status == 400 and refused.value.field == where
+    assert f"{where}: expected base64" in refused.value.message
+
+
+@pytest.mark.parametrize(("value", "decoded"), [("AAE=", b"\x00\x01"), ("AAE", b"\x00\x01"), ("-_8=", b"\xfb\xff"), ("", b"")])
+def test_standard_and_url_safe_base64_with_or_without_padding_are_bytes(value, decoded):
+    document = with_span_fields(attributes=[{"key": "b", "value": {"bytesValue": value}}])
+
+    request = otlp.decode_request(json_body(document), "json")
+
+    assert request.resource_spans[0].scope_spans[0].spans[0].attributes[0].value.bytes_value == decoded
+
+
 def test_int64_as_string_or_number_decode_the_same():
     as_strings = with_span_fields(startTimeUnixNano=str(START_NS), endTimeUnixNano=str(START_NS + 5))
     as_numbers = with_span_fields(startTimeUnixNano=START_NS, endTimeUnixNano=START_NS + 5)
@@ -1006,3 +1027,94 @@ def test_a_400_about_a_known_field_carries_a_bad_request_field_violation():
 def test_errors_without_a_known_field_have_no_details():
     assert status_pb2.Status.FromString(otlp.status_body("protobuf", 400, "bad", field="")).details == []
     assert status_pb2.Status.FromString(otlp.status_body("protobuf", 413, "big", field="x")).details == []
+
+
+# --- nesting past what protobuf decoders accept: the same answer in either encoding -------------
+
+
+def _nested(kvlists: int, arrays: int = 0, innermost: AnyValue | None = None) -> AnyValue:
+    value = innermost if innermost is not None else AnyValue(string_value="x")
+    for _ in range(arrays):
+        value = AnyValue(array_value=ArrayValue(values=[value]))
+    for _ in range(kvlists):
+        value = AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key="k", value=value)]))
+    return value
+
+
+def _with_value_at(where: str, value: AnyValue) -> ExportTraceServiceRequest:
+    request = pb_request(({"service.name": "s"}, [pb_span(1, attrs={"a": "b"})]))
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    target = {
+        "span": span.attributes,
+        "event": span.events.add(name="e", time_unix_nano=START_NS).attributes,
+        "link": span.links.add(trace_id=span.trace_id, span_id=(7).to_bytes(8, "big")).attributes,
+        "resource": request.resource_spans[0].resource.attributes,
+        "scope": request.resource_spans[0].scope_spans[0].scope.attributes,
+    }[where]
+    target.add(key="deep", value=value)
+    return request
+
+
+def _verdict(body: bytes, media: str):
+    try:
+        return otlp.decode_request(body, media)
+    except otlp.OtlpError as exc:
+        assert exc.http_status == 400, exc.message
+        return exc
+
+
+# Around upb's limit (a request at level 1, a span attribute's value at 6; a kvlist adds 3 levels,
+# an array 2): each shape on either side of it, in every place an attribute map sits.
+NESTINGS = [
+    pytest.param(where, kvlists, arrays, id=f"{where}-{kvlists}kv-{arrays}arr")
+    for where in ("span", "event", "link", "resource", "scope")
+    for kvlists, arrays in ((30, 0), (31, 0), (32, 0), (0, 46), (0, 47), (0, 48), (31, 1), (31, 2), (30, 2))
+]
+
+
+@pytest.mark.parametrize(("where", "kvlists", "arrays"), NESTINGS)
+def test_nesting_protobuf_refuses_is_refused_as_json_too_and_what_it_takes_is_taken_alike(where, kvlists, arrays):
+    request = _with_value_at(where, _nested(kvlists, arrays))
+    document = js_json(request)
+
+    from_protobuf = _verdict(request.SerializeToString(), "protobuf")
+    from_json = _verdict(json_body(document), "json")
+    # and on json_format's path (a bytesValue sends the request there)
+    document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append({"key": "raw", "value": {"bytesValue": "AAE="}})
+    from_json_format = _verdict(json_body(document), "json")
+
+    if isinstance(from_protobuf, otlp.OtlpError):
+        assert "nested more than 101 levels" in from_protobuf.message
+        for refused in (from_json, from_json_format):
+            assert isinstance(refused, otlp.OtlpError), "protobuf refuses this nesting: JSON must too"
+            assert refused.field.startswith("resourceSpans[0]") and "deep" not in refused.field
+            assert refused.message.startswith(f"{refused.field}: nested 102 messages deep, over the 101")
+    else:
+        assert from_json == request
+        assert isinstance(from_json_format, ExportTraceServiceRequest)
+
+
+def test_an_empty_value_at_the_limit_counts_as_a_level_in_either_encoding():
+    fits = _with_value_at("span", _nested(31, 1, innermost=AnyValue()))  # the empty AnyValue at level 101
+    over = _with_value_at("span", _nested(31, 1, innermost=AnyValue(kvlist_value=KeyValueList())))  # its KeyValueList at 102
+
+    assert _verdict(fits.SerializeToString(), "protobuf") == fits == _verdict(json_body(js_json(fits)), "json")
+    assert isinstance(_verdict(over.SerializeToString(), "protobuf"), otlp.OtlpError)
+    assert isinstance(_verdict(json_body(js_json(over)), "json"), otlp.OtlpError)
+
+
+@pytest.mark.parametrize("kvlists", [32, 33])
+def test_a_log_body_nested_past_protobufs_limit_is_refused_in_either_encoding(kvlists):
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    request = ExportLogsServiceRequest()
+    record = request.resource_logs.add().scope_logs.add().log_records.add(time_unix_nano=START_NS)
+    record.body.CopyFrom(_nested(kvlists))  # the body is level 5, its innermost value 5 + 3 * kvlists
+
+    verdicts = []
+    for body, media in ((request.SerializeToString(), "protobuf"), (json_body(json_format.MessageToDict(request)), "json")):
+        try:
+            verdicts.append(otlp.decode_logs_request(body, media) == request)
+        except otlp.OtlpError as exc:
+            verdicts.append(exc.http_status)
+    assert verdicts == ([True, True] if kvlists == 32 else [400, 400])
