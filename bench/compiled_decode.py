@@ -2,9 +2,11 @@
 
     .venv/bin/pip install 'cython>=3.1,<4'     # the bench's own tool, not a dependency of Toolwatch
     .venv/bin/python bench/compiled_decode.py [--modules otlp,redact,normalize] [--rounds 3] [--passes 4]
+    .venv/bin/python bench/compiled_decode.py --instructions     # valgrind's callgrind: instructions a span
 
-About a minute on 2 cores (most of it compiling). A benchmark that prints figures, not a test: the
-evidence for a decision on issue 18 (docs/benchmarks.md, "Session 10"), not a build step.
+About a minute on 2 cores (most of it compiling; `--instructions` about five). A benchmark that prints
+figures, not a test: the evidence for a decision on issue 18 (docs/benchmarks.md, "Session 10" and
+"Session 12"), not a build step.
 
 It copies the tracked files of this checkout into a temporary folder, compiles `--modules` of
 `ingest/` there with Cython, unchanged (`annotation_typing` off: the annotations stay hints, as
@@ -15,6 +17,12 @@ alternates two fresh interpreters, one on this checkout (pure Python) and one on
 new copies of bench/traffic.py's cycle of the specified traffic (~30 % of tool calls failing),
 after one untimed pass to warm the caches, and prints the process CPU time per span.
 No database: SQLite in memory, nothing written.
+
+On a machine shared with other work two runs of the same side can differ by more than the two sides
+do. `--instructions` counts instead (valgrind's callgrind, repeatable whatever else the machine
+runs): each side runs once with `--passes` passes and once with none, and the difference divided by
+the spans of those passes is its instructions a span (imports, Django's set-up and the warm-up pass
+cancel out).
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ TIMING = textwrap.dedent(
     for p in range(int(sys.argv[2])):
         s, n = one_pass(10**9 + p)
         seconds, spans = seconds + s, spans + n
-    print(compiled, seconds / spans * 1e6)
+    print(compiled, seconds / spans * 1e6 if spans else 0.0, spans)
     """
 )
 
@@ -103,12 +111,34 @@ def time_tree(tree: Path, passes: int) -> tuple[bool, float]:
     return out[0] == "True", float(out[1])
 
 
+def instructions_per_span(tree: Path, passes: int) -> tuple[bool, float]:
+    """(whether ingest.otlp was compiled, instructions a span) of `passes` passes under callgrind."""
+    counts = []
+    for run_passes in (0, passes):
+        with tempfile.TemporaryDirectory(prefix="toolwatch-callgrind-") as out:
+            done = subprocess.run(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/callgrind.out",
+                 sys.executable, "-c", TIMING, str(tree), str(run_passes)],
+                cwd=tree, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+        collected = [line for line in done.stderr.splitlines() if "Collected :" in line]
+        counts.append(int(collected[-1].rsplit(":", 1)[1].replace(",", "").strip()))
+        compiled, spans = done.stdout.split()[0] == "True", int(done.stdout.split()[2])
+    return compiled, (counts[1] - counts[0]) / spans
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modules", default="otlp,redact,normalize", help="modules of ingest/ to compile")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--passes", type=int, default=4, help="timed passes over the cycle per interpreter")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions under valgrind's callgrind instead of timing"
+    )
     args = parser.parse_args(argv)
+    if args.instructions and not shutil.which("valgrind"):
+        print("--instructions needs valgrind (Debian's package valgrind)", file=sys.stderr)
+        return 2
     try:
         import Cython
     except ImportError:
@@ -119,8 +149,18 @@ def main(argv=None) -> int:
         tree = Path(scratch)
         copy_tree(tree)
         build(tree, modules)
-        print(f"compiled_decode: Cython {Cython.__version__}, ingest/{{{','.join(modules)}}}.py, {args.rounds} rounds "
-              f"of {args.passes} passes, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+        measure = "instructions of 2 passes" if args.instructions else f"{args.rounds} rounds of {args.passes} passes"
+        print(f"compiled_decode: Cython {Cython.__version__}, ingest/{{{','.join(modules)}}}.py, {measure}, "
+              f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
+        if args.instructions:
+            passes = 2  # callgrind runs ~50x slower than the interpreter alone
+            was_compiled, pure = instructions_per_span(ROOT, passes)
+            assert not was_compiled, "this checkout imported a compiled ingest.otlp"
+            was_compiled, compiled = instructions_per_span(tree, passes)
+            assert was_compiled, "the copy imported ingest.otlp from its source"
+            print(f"pure_instructions_per_span={pure:.0f} compiled_instructions_per_span={compiled:.0f} "
+                  f"ratio={compiled / pure:.3f}")  # fmt: skip
+            return 0
         pure, compiled = [], []
         for round_ in range(args.rounds):
             was_compiled, us = time_tree(ROOT, args.passes)
