@@ -28,6 +28,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import ahocorasick
+
 from ingest.secret_rules import RULES
 
 REDACTED = "[REDACTED]"
@@ -262,35 +264,47 @@ TOKEN_RUN_CHARS = min(
         *(pattern for name, pattern in VALUE_PATTERNS if name in _TOKEN_PATTERN_NAMES),
     )
 )
-# An ASCII string's runs of token characters: translated to bytes where every other character is a
-# space, then split (both C loops of a few instructions a byte). A regex, [...]{N,}, costs ~220
-# instructions a character here, as sre tries a match at every position of every word; this is
-# the gate's largest cost on strings seen once (docs/benchmarks.md, "Ingest at half the CPU").
-_TOKEN_BYTES = bytes(i if re.fullmatch(f"[{_TOKEN_CHARS}]", chr(i)) else 0x20 for i in range(256))
 # Each token cue where such a secret can start: after a character that is not a letter or digit
-# (every token pattern's lookbehind but the JWT's, whose "eyj" is looked for anywhere in the
-# runs). Shorter cues first, so that where cues overlap the one found covers the longer ones.
+# (every token pattern's lookbehind but the JWT's, whose "eyj" counts anywhere in a run).
 _TOKEN_CUES = tuple(sorted(set(_OWN_TOKEN_CUES + RULE_CUES) - {"eyj"}, key=lambda cue: (len(cue), cue)))
+_TOKEN_CHAR_SET = frozenset(c for c in map(chr, range(128)) if re.fullmatch(f"[{_TOKEN_CHARS}]", c))
+_TOKEN_RUN_RE = re.compile(f"[{_TOKEN_CHARS}]*")
+# How a cue the automaton finds counts: anywhere (the word cues), where a token may start, or anywhere
+# inside a run of token characters (both of those only in a run of TOKEN_RUN_CHARS or more).
+_ANYWHERE, _AT_A_TOKEN_START, _IN_A_RUN = 0, 1, 2
 
 
-def _trie_pattern(words) -> str:
-    """A regex matching any of `words`, branching one character at a time (re tries a flat
-    alternation's ~90 literals one by one at every position: 6x slower); where one word is a
-    prefix of another, the shorter matches."""
-    rests: dict[str, set[str]] = {}
-    ends = False
-    for word in words:
-        if word:
-            rests.setdefault(word[0], set()).add(word[1:])
-        else:
-            ends = True
-    branches = [re.escape(first) + _trie_pattern(rest) for first, rest in sorted(rests.items())]
-    if not branches:
-        return ""
-    return "(?:" + ("|" if ends else "") + "|".join(branches) + ")"
+def _cue_automaton() -> ahocorasick.Automaton:
+    """Every cue of an ASCII string's first look, found in one pass (Aho-Corasick, in C): 11 `in`
+    scans of the word cues, then a regex over the string's token runs for the ~90 token cues,
+    cost ~2.5x as much (docs/benchmarks.md, "Session 12")."""
+    automaton = ahocorasick.Automaton()
+    for cue in _WORD_CUES:
+        automaton.add_word(cue, (cue, _ANYWHERE))
+    for cue in _TOKEN_CUES:
+        automaton.add_word(cue, (cue, _AT_A_TOKEN_START))
+    automaton.add_word("eyj", ("eyj", _IN_A_RUN))
+    automaton.make_automaton()
+    return automaton
 
 
-_TOKEN_CUE_RE = re.compile(r"[^a-z0-9](?=(%s))" % _trie_pattern(_TOKEN_CUES))
+_CUE_AUTOMATON = _cue_automaton()
+
+
+def _in_token_run(lowered: str, start: int, end: int) -> bool:
+    """Whether lowered[start:end] lies inside a run of TOKEN_RUN_CHARS or more token characters.
+    Reads at most that many characters either side, so a hit costs the same in any string."""
+    right = _TOKEN_RUN_RE.match(lowered, start, start + max(TOKEN_RUN_CHARS, end - start)).end()
+    if right < end:
+        return False
+    need = TOKEN_RUN_CHARS - (right - start)
+    left = start
+    while need > 0 and left and lowered[left - 1] in _TOKEN_CHAR_SET:
+        left -= 1
+        need -= 1
+    return need <= 0
+
+
 # No pattern can match fewer characters than this (e.g. "token=ab").
 MIN_SECRET_CHARS = 8
 # A string longer than its limit is scrubbed only this far past the cut: the rest is
@@ -359,10 +373,11 @@ def _replace(match: re.Match) -> str:
 def _gate(text: str, cues: tuple[str, ...] | None = None) -> list[str]:
     """The cues `text` holds (ignoring case); none means VALUE_RE cannot match it.
 
-    The first look at a string (no `cues`) checks the word cues in all of it, and the token
-    cues only in its runs of TOKEN_RUN_CHARS token characters (one regex over the runs).
-    The cues found in a map's strings joined are the only ones each of its strings can
-    hold, so each string is then gated on those alone (usually one) instead of all of them.
+    The first look at an ASCII string (no `cues`) finds the word cues anywhere in it, and the
+    token cues only where a token-shaped secret could be: in a run of TOKEN_RUN_CHARS token
+    characters, the most at a token's start (_CUE_AUTOMATON, one pass). The cues found in a
+    map's strings joined are the only ones each of its strings can hold, so each string is then
+    gated on those alone (usually one) instead of all of them.
     """
     if not text.isascii():
         # casefold, not lower: IGNORECASE parts of VALUE_RE also match "ſ" for "s", "K" for "k".
@@ -373,15 +388,17 @@ def _gate(text: str, cues: tuple[str, ...] | None = None) -> list[str]:
         hits = [cue for cue in cues if cue in lowered]
     else:
         lowered = text.lower()
-        hits = [cue for cue in _WORD_CUES if cue in lowered]
-        runs = [run for run in lowered.encode().translate(_TOKEN_BYTES).split() if len(run) >= TOKEN_RUN_CHARS]
-        if runs:
-            runs = "\n" + b"\n".join(runs).decode()
-            found = _TOKEN_CUE_RE.findall(runs)
-            if found:
-                hits += set(found)
-            if "eyj" in runs:
-                hits.append("eyj")
+        hits = []
+        for end, (cue, where) in _CUE_AUTOMATON.iter(lowered):
+            if cue in hits:
+                continue
+            if where != _ANYWHERE:
+                start = end - len(cue) + 1
+                if where == _AT_A_TOKEN_START and start and lowered[start - 1].isalnum():
+                    continue
+                if not _in_token_run(lowered, start, end + 1):
+                    continue
+            hits.append(cue)
     if "@" in hits and "://" not in lowered:
         hits.remove("@")
     return hits

@@ -101,16 +101,39 @@ def test_a_string_without_any_cue_is_not_searched_at_all():
     assert redact._gate("lookup_order raised TimeoutError after 30.0s calling https://api.example.com/v1/orders/1") == []
 
 
-def test_the_token_runs_are_those_a_regex_finds():
-    """The gate splits an ASCII string into its runs of token characters with a byte table
-    (redact._TOKEN_BYTES) instead of a regex: the runs it keeps are exactly the regex's."""
-    regex = re.compile(r"[%s]{%d,}" % (redact._TOKEN_CHARS, redact.TOKEN_RUN_CHARS))
+def _reference_gate(text: str) -> set[str]:
+    """The cues of an ASCII string by the gate's definition, spelled out: the word cues anywhere;
+    in each run of TOKEN_RUN_CHARS or more token characters, a token cue where it follows a
+    character that is not a letter or digit (or starts the run), and "eyj" anywhere."""
+    lowered = text.lower()
+    hits = {cue for cue in redact._WORD_CUES if cue in lowered}
+    for run in re.findall(r"[%s]{%d,}" % (redact._TOKEN_CHARS, redact.TOKEN_RUN_CHARS), lowered):
+        hits.update(cue for cue in redact._TOKEN_CUES if re.search(r"(?<![a-z0-9])" + re.escape(cue), run))
+        if "eyj" in run:
+            hits.add("eyj")
+    if "@" in hits and "://" not in lowered:
+        hits.discard("@")
+    return hits
+
+
+def test_the_gate_finds_the_cues_its_definition_gives_in_strings_crowded_with_them():
+    """The automaton's one pass (redact._CUE_AUTOMATON, redact._in_token_run) against the
+    definition, on strings of cues, token characters and separators, short runs and long."""
     rnd = random.Random(7)
-    alphabet = string.printable + "\x00\x7f"
-    for _ in range(3000):
-        text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 80))).lower()
-        runs = [run.decode() for run in text.encode().translate(redact._TOKEN_BYTES).split()]
-        assert [run for run in runs if len(run) >= redact.TOKEN_RUN_CHARS] == regex.findall(text), text
+    pieces = [*redact.GATE_LITERALS, *redact._TOKEN_CUES, "eyJ", "://", "@", " ", "/", "_", "-", ".", "=", "~", "+",
+              "x", "1", "A", "Z", "\n", '"', ":", ",", "abcdefgh", "0123456789"]  # fmt: skip
+    for _ in range(20000):
+        text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 14)))
+        assert set(redact._gate(text)) == _reference_gate(text), text
+
+
+def test_a_cue_counts_inside_a_long_enough_run_only():
+    assert redact._in_token_run("x sk-abcdefghi y", 2, 5)  # "sk-abcdefghi": 12 token characters
+    assert not redact._in_token_run("x sk-abcdefgh y", 2, 5)  # 11
+    assert redact._in_token_run("a/b/c/d/e/sk-", 10, 13)  # the run is long on its left
+    assert not redact._in_token_run("sk- abcdefghijkl", 0, 3)
+    assert redact._gate("path/to/sk-") == []  # 11 characters: no token pattern fits
+    assert redact._gate("x/path/to/sk-") == ["sk-"]
 
 
 # Every own pattern but the rules (sampled one by one above), the key=value one included: its
