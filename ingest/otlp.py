@@ -1304,6 +1304,8 @@ def _span_problem(
     if start_ns == 0:
         return REJECT_NO_START, "start_time_unix_nano is 0"
     if end_ns < start_ns:
+        if end_ns == 0:  # counted with the ends before their start; the detail says which it is
+            return REJECT_END_BEFORE_START, "end_time_unix_nano is 0 (missing: a span is exported once it has ended)"
         return REJECT_END_BEFORE_START, f"end_time_unix_nano {end_ns} is before start_time_unix_nano {start_ns}"
     if start_ns > latest_ns:
         return REJECT_START_IN_FUTURE, f"start_time_unix_nano {start_ns} is past the allowed clock skew"

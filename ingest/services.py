@@ -35,13 +35,18 @@ class IngestResult:
     tool_calls: int = 0
     rejected: Counter = field(default_factory=Counter)  # reason -> spans
     cuts: otlp.Cuts = field(default_factory=otlp.Cuts)  # limit -> values the input bounds cut (docs/contract/limits.md)
+    # reason -> the first span rejected for it and the particulars: the sender's partial_success names one
+    examples: dict[str, str] = field(default_factory=dict)
 
     @property
     def rejected_count(self) -> int:
         return sum(self.rejected.values())
 
     def rejection_message(self) -> str:
-        return "; ".join(f"{count} span(s) rejected: {reason}" for reason, count in sorted(self.rejected.items()))
+        return "; ".join(
+            f"{count} span(s) rejected: {reason}" + (f" (first: {self.examples[reason]})" if reason in self.examples else "")
+            for reason, count in sorted(self.rejected.items())
+        )
 
 
 class WriteTooSlow(DatabaseError):
@@ -128,6 +133,8 @@ def spans_ingest(*, project: Project, request, limits: IngestLimits, now: dt.dat
         for item in wire.iter_spans(request, limits, now_ns=now_ns, resources=resources, cuts=result.cuts):
             if isinstance(item, otlp.RejectedSpan):
                 result.rejected[item.reason] += item.count
+                if item.detail and item.reason not in result.examples:
+                    result.examples[item.reason] = f"span {item.span_id or '(none)'}: {item.detail}"
                 continue
             if item.start_ns < oldest_ns:
                 result.rejected[f"older than the project's retention of {project.retention_days} days"] += 1
@@ -317,13 +324,17 @@ class LogsResult:
     reclassified: int = 0  # stored tool calls whose classification the records changed
     rejected: Counter = field(default_factory=Counter)  # reason -> log records
     cuts: otlp.Cuts = field(default_factory=otlp.Cuts)  # limit -> values the input bounds cut
+    examples: dict[str, str] = field(default_factory=dict)  # reason -> the particulars of the first record rejected
 
     @property
     def rejected_count(self) -> int:
         return sum(self.rejected.values())
 
     def rejection_message(self) -> str:
-        return "; ".join(f"{count} log record(s) rejected: {reason}" for reason, count in sorted(self.rejected.items()))
+        return "; ".join(
+            f"{count} log record(s) rejected: {reason}" + (f" (first: {self.examples[reason]})" if reason in self.examples else "")
+            for reason, count in sorted(self.rejected.items())
+        )
 
 
 def logs_ingest(*, project: Project, request, limits: IngestLimits, now: dt.datetime | None = None) -> LogsResult:
@@ -359,6 +370,8 @@ def logs_ingest(*, project: Project, request, limits: IngestLimits, now: dt.date
         for item in wire.iter_log_records(request, limits, now_ns=now_ns, resources=resources, cuts=result.cuts):
             if isinstance(item, otlp.RejectedSpan):
                 result.rejected[item.reason] += item.count
+                if item.detail and item.reason not in result.examples:
+                    result.examples[item.reason] = item.detail
                 continue
             if item.time_ns < oldest_ns:
                 result.rejected[f"older than the project's retention of {project.retention_days} days"] += 1

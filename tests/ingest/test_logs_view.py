@@ -246,7 +246,9 @@ def test_ids_of_the_wrong_length_reject_their_record_as_a_partial_success(client
     answer.ParseFromString(response.content)
     assert response.status_code == 200
     assert answer.partial_success.rejected_log_records == 1
-    assert answer.partial_success.error_message == "1 log record(s) rejected: invalid trace id"
+    assert answer.partial_success.error_message == (
+        "1 log record(s) rejected: invalid trace id (first: trace_id has 15 bytes (30 hex characters), expected 16 or none)"
+    )
     assert list(LogRecord.objects.values_list("body", flat=True)) == ["good"]
     assert IngestStat.objects.get(project=project, outcome="rejected").reason == "log records: invalid trace id"
 
@@ -307,7 +309,9 @@ def test_a_record_without_a_time_uses_its_observed_time_and_one_with_none_is_rej
     response = post(client, request.SerializeToString(), key)
 
     answer = ExportLogsServiceResponse.FromString(response.content)
-    assert answer.partial_success.error_message == "1 log record(s) rejected: missing time"
+    assert answer.partial_success.error_message == (
+        "1 log record(s) rejected: missing time (first: time_unix_nano and observed_time_unix_nano are both 0)"
+    )
     assert LogRecord.objects.get().time == storage.ns_to_datetime(observed)
 
 

@@ -552,6 +552,13 @@ def test_spans_that_cannot_be_stored_are_rejected_one_by_one_with_a_stable_reaso
     assert rejected[0].detail
 
 
+def test_a_span_without_an_end_time_says_so_in_its_detail():
+    records, rejected = flatten(pb_request(({"service.name": "s"}, [pb_span(1, end_time_unix_nano=0)])))
+
+    assert not records and rejected[0].reason == "end before start"
+    assert rejected[0].detail.startswith("end_time_unix_nano is 0 (missing")
+
+
 def test_old_spans_and_spans_within_the_clock_skew_are_kept():
     old = pb_span(1, start_time_unix_nano=10**9, end_time_unix_nano=2 * 10**9)
     early = pb_span(2, start_time_unix_nano=NOW_NS + 3600 * 10**9, end_time_unix_nano=NOW_NS + 3601 * 10**9)

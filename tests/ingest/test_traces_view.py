@@ -197,7 +197,9 @@ def test_refused_spans_are_reported_as_partial_success(client, key):
     assert response.status_code == 200
     partial = json.loads(response.content)["partialSuccess"]
     assert partial["rejectedSpans"] == "1"
-    assert "end" in partial["errorMessage"]
+    # the reason, and which span it was with its particulars, so a sender can find it
+    assert partial["errorMessage"].startswith("1 span(s) rejected: end before start (first: span 0000000000000005: ")
+    assert "is before start_time_unix_nano" in partial["errorMessage"]
     assert Span.objects.count() == 1
 
 
