@@ -220,6 +220,9 @@ INGEST_RATE = env_int("TOOLWATCH_INGEST_RATE", 0, minimum=0)
 INGEST_BURST = env_int("TOOLWATCH_INGEST_BURST", max(INGEST_RATE * 10, 1), minimum=1)
 # A write that takes longer is abandoned with a 503 (exporters time out at 10 s, then resend).
 INGEST_STATEMENT_TIMEOUT_MS = env_int("TOOLWATCH_INGEST_STATEMENT_TIMEOUT_MS", 8000, minimum=100)
+# Seconds the MCP server has to answer one request (dashboard/mcp/http.py), then a 503: under
+# gunicorn's --timeout 30, so a caller is answered rather than its worker killed.
+TOOLWATCH_MCP_REQUEST_TIMEOUT = env_int("TOOLWATCH_MCP_REQUEST_TIMEOUT", 25, minimum=1)
 # The OTLP/gRPC receiver (manage.py grpcserver) listens here; 4317 is the OTLP/gRPC default port.
 OTLP_GRPC_PORT = env_int("TOOLWATCH_OTLP_GRPC_PORT", 4317, minimum=0)
 # Days of raw spans kept for a new project (rollups, alerts and eval snapshots stay).

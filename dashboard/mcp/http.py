@@ -12,30 +12,53 @@ lookup (dashboard/tokens.py), so no MCP message is read for an unknown caller.
 
 DNS-rebinding protection is off in the SDK: Django's ALLOWED_HOSTS already checks Host, and
 the endpoint takes no cookies (a bearer token only), so a rebound page has nothing to replay.
+
+POST only. Stateless with JSON responses, the server offers no SSE stream at the endpoint, so a
+GET is a 405 (the spec's "MUST either return Content-Type: text/event-stream ... or else return
+HTTP 405 Method Not Allowed"), as is any other method, answered here after authentication: the
+SDK's legacy transport would open a GET's event stream and never end it (nor would anything
+else end it: a WSGI server cannot tell the view its client left), holding a worker thread.
+Nothing may hold one for good, so `_serve` gives the SDK `TOOLWATCH_MCP_REQUEST_TIMEOUT`
+seconds (a 503 then).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 
 import anyio
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.http.request import split_domain_port
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import INTERNAL_ERROR, INVALID_REQUEST
 
 from dashboard import tokens
 from dashboard.api.auth import SCHEMES
-from dashboard.mcp.server import CURRENT_SESSION, Session, server
+from dashboard.mcp.server import CURRENT_SESSION, RETRY_AFTER_BUSY_S, Session, server
 from dashboard.mcp.tools import Principal
 from ingest import taxonomy
 
 REALM = "Toolwatch MCP"
 MAX_BODY_BYTES = 1024 * 1024  # a tools/call is a few hundred bytes; the SDK's own limit is 4 MiB
 SECURITY = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+ALLOWED_METHODS = "POST"  # stateless, JSON: no GET stream, no session to DELETE
+# Seconds the SDK has to answer one request (settings.TOOLWATCH_MCP_REQUEST_TIMEOUT overrides):
+# under gunicorn's --timeout 30 (the Dockerfile's default, compose's otlp service) and compose's
+# DATABASE_STATEMENT_TIMEOUT_MS=30000, so the caller gets a 503 rather than a killed worker.
+DEFAULT_REQUEST_TIMEOUT_S = 25
+NOT_ALLOWED = {
+    "GET": "Method Not Allowed: this server offers no SSE stream (stateless, JSON responses); POST JSON-RPC messages",
+    "DELETE": "Method Not Allowed: Session termination not supported (stateless: no sessions)",
+}
+
+logger = logging.getLogger(__name__)
 
 
 class Unauthenticated(Exception):
@@ -51,6 +74,32 @@ def _refusal(status: int, message: str, suggestion: str) -> HttpResponse:
     if status == 401:
         response["WWW-Authenticate"] = f'Bearer realm="{REALM}"'
     return response
+
+
+def _jsonrpc_error(status: int, code: int, message: str) -> HttpResponse:
+    """An HTTP error with a JSON-RPC error body of no id, as the SDK's transport writes them."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return HttpResponse(json.dumps(body), status=status, content_type="application/json")
+
+
+def _not_allowed(method: str) -> HttpResponse:
+    response = _jsonrpc_error(405, INVALID_REQUEST, NOT_ALLOWED.get(method, "Method Not Allowed"))
+    response["Allow"] = ALLOWED_METHODS
+    return response
+
+
+def request_timeout() -> float:
+    """Seconds the SDK has to answer one request, from settings (at call time) or the default."""
+    seconds = getattr(settings, "TOOLWATCH_MCP_REQUEST_TIMEOUT", None)
+    try:
+        seconds = float(seconds) if seconds is not None else DEFAULT_REQUEST_TIMEOUT_S
+    except (TypeError, ValueError):
+        seconds = DEFAULT_REQUEST_TIMEOUT_S
+    return seconds if math.isfinite(seconds) and seconds > 0 else DEFAULT_REQUEST_TIMEOUT_S
+
+
+class TimedOut(Exception):
+    pass
 
 
 def authenticate(request: HttpRequest) -> Principal:
@@ -83,8 +132,18 @@ def _scope(request: HttpRequest, body: bytes) -> dict:
     }  # fmt: skip
 
 
-async def _serve(session: Session, scope: dict, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    """Run the SDK's transport for one request; the response's status, headers and body."""
+async def _serve(
+    session: Session, scope: dict, body: bytes, *, timeout: float
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """Run the SDK's transport for one request; the response's status, headers and body, or
+    TimedOut when no complete response came within `timeout` seconds (the SDK's tasks cancelled).
+
+    `receive()` behaves as an ASGI server's: the body, then nothing until the response is
+    complete (the client cannot have left: it waits on this thread), then `http.disconnect`.
+    It must not report a disconnect once the body is read: the SDK takes one for the client
+    gone and cancels the request (sse_starlette's disconnect listener, the 2026 transport's
+    `watch_disconnect`), so the deadline, not `receive()`, ends what would never end.
+    """
     done = anyio.Event()
     delivered = False
     status, headers, chunks = 500, [], []
@@ -109,11 +168,19 @@ async def _serve(session: Session, scope: dict, body: bytes) -> tuple[int, list[
     manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True, security_settings=SECURITY)
     reset = CURRENT_SESSION.set(session)
     try:
-        async with manager.run():
-            await manager.handle_request(scope, receive, send)
+        # Cancelling the scope cancels the SDK's request and its server task (manager.run()'s task
+        # group); the transport's own `finally` terminates it, shielded. A synchronous tool call
+        # already running (sync_to_async) is waited for: no thread can be stopped from outside,
+        # so a database query stays bounded by its statement timeout.
+        with anyio.move_on_after(timeout) as deadline:
+            async with manager.run():
+                await manager.handle_request(scope, receive, send)
     finally:
         CURRENT_SESSION.reset(reset)
+        complete = done.is_set()
         done.set()
+    if deadline.cancelled_caught and not complete:
+        raise TimedOut(f"no complete response within {timeout:g} s")
     return status, headers, b"".join(chunks)
 
 
@@ -123,10 +190,19 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         principal = await sync_to_async(authenticate, thread_sensitive=True)(request)
     except Unauthenticated as exc:
         return _refusal(401, str(exc), "create a personal API token under /account/tokens/ and send it as a Bearer token")
+    if request.method != "POST":
+        return _not_allowed(request.method)
     body = request.body
     if len(body) > MAX_BODY_BYTES:
         return HttpResponse(status=413)
-    status, headers, content = await _serve(Session(principal), _scope(request, body), body)
+    timeout = request_timeout()
+    try:
+        status, headers, content = await _serve(Session(principal), _scope(request, body), body, timeout=timeout)
+    except TimedOut as exc:
+        logger.warning("MCP request by %s: %s; answered 503", principal.user, exc)
+        response = _jsonrpc_error(503, INTERNAL_ERROR, f"Toolwatch's MCP server did not answer within {timeout:g} s")
+        response["Retry-After"] = str(RETRY_AFTER_BUSY_S)
+        return response
     response = HttpResponse(content, status=status)
     for name, value in headers:
         if name.lower() not in (b"content-length", b"connection", b"transfer-encoding"):

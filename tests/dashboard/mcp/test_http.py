@@ -3,14 +3,22 @@ whole app on a real WSGI server: every tool, auth, scopes, outsiders, bad argume
 
 from __future__ import annotations
 
+import time
+
+import anyio
 import httpx2
 import pytest
 from django.test import override_settings
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from dashboard.mcp import http
+from dashboard.mcp.server import Session
 from dashboard.mcp.tools import TOOLS
 from dashboard.models import AgentAccess, Alert
 from evals.models import EvalCase
-from tests.dashboard.mcp.conftest import FAILED_SPAN, TRACE, call_tool, over_http, token_for
+from tests.dashboard.mcp.conftest import FAILED_SPAN, TRACE, call_tool, over_http, run_async, token_for
+
+QUICK_S = 5  # a client timeout: a request that hangs fails the test instead of hanging it
 
 
 def envelope(result) -> dict:
@@ -200,3 +208,82 @@ def test_every_call_is_in_the_access_log_with_redacted_arguments(live_server_url
     assert rows[0].project == traffic["project"] and rows[0].surface == "mcp" and rows[0].token.name == "ide"
     assert "sk-abcdefghijklmnopqrstuvwx" not in rows[0].arguments["q"]
     assert rows[2].project is None  # an outsider's call names no project its owners see
+
+
+@pytest.mark.parametrize("accept", ["text/event-stream", "*/*", None])
+def test_a_get_is_a_405_at_once_allowing_post(live_server_url, member, project, accept):
+    # The spec: a server that offers no SSE stream at the endpoint MUST answer a GET with 405.
+    # The SDK's stateless transport opened an event stream it never ended: the GET never returned.
+    headers = {"Authorization": f"Bearer {token_for(member, 'read')}", **({"Accept": accept} if accept else {})}
+    started = time.monotonic()
+    response = httpx2.get(f"{live_server_url}/mcp", headers=headers, timeout=QUICK_S)
+
+    assert response.status_code == 405 and response.headers["Allow"] == "POST"
+    assert time.monotonic() - started < QUICK_S
+    error = response.json()
+    assert error["jsonrpc"] == "2.0" and error["id"] is None and error["error"]["code"] == -32600
+    assert "no SSE stream" in error["error"]["message"]
+
+
+def test_every_other_method_is_a_405_allowing_post_and_no_token_still_a_401(live_server_url, member, project):
+    headers = {"Authorization": f"Bearer {token_for(member, 'read')}"}
+    for method in ("GET", "DELETE", "PUT", "PATCH", "OPTIONS", "HEAD"):
+        response = httpx2.request(method, f"{live_server_url}/mcp", headers=headers, timeout=QUICK_S)
+        assert (response.status_code, response.headers["Allow"]) == (405, "POST"), method
+
+    for method in ("GET", "DELETE"):  # authentication first, as for a POST
+        response = httpx2.request(method, f"{live_server_url}/mcp", timeout=QUICK_S)
+        assert response.status_code == 401 and response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+async def _never_answers(self, scope, receive, send):
+    await anyio.sleep_forever()
+
+
+async def _never_ends_its_stream(self, scope, receive, send):
+    # What the SDK's legacy transport does with a GET: headers and a stream that never ends.
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+    await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+    await anyio.sleep_forever()
+
+
+@pytest.mark.parametrize("handler", [_never_answers, _never_ends_its_stream], ids=["silent", "endless-stream"])
+def test_an_answer_that_never_comes_is_a_503_in_time(live_server_url, member, project, monkeypatch, handler):
+    token = token_for(member, "read")
+    monkeypatch.setattr(StreamableHTTPSessionManager, "handle_request", handler)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
+
+    with override_settings(TOOLWATCH_MCP_REQUEST_TIMEOUT=0.5):
+        # More of them than the server has threads (2): each one must have let go of its own.
+        for _ in range(3):
+            started = time.monotonic()
+            response = httpx2.post(f"{live_server_url}/mcp", json=body, headers=headers, timeout=QUICK_S)
+            assert response.status_code == 503 and response.headers["Retry-After"] == "2"
+            assert 0.5 <= time.monotonic() - started < QUICK_S
+            error = response.json()["error"]
+            assert error["code"] == -32603 and "did not answer within 0.5 s" in error["message"]
+
+    monkeypatch.undo()  # the SDK answers again, and a thread is free to serve it
+    listed = over_http(live_server_url, token, lambda client: client.list_tools())
+    assert [tool.name for tool in listed.tools] == [spec.name for spec in TOOLS]
+
+
+def test_the_sdks_own_endless_get_stream_is_cut_off_at_the_deadline():
+    # Below the view: _serve given the SDK's real GET handling (an event stream it never ends).
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+        "path": "/mcp", "raw_path": b"/mcp", "root_path": "", "query_string": b"",
+        "headers": [(b"host", b"testserver"), (b"accept", b"text/event-stream")],
+        "client": ("127.0.0.1", 0), "server": ("testserver", 80),
+    }  # fmt: skip
+
+    async def serve():
+        with anyio.fail_after(QUICK_S):
+            await http._serve(Session(principal=None), scope, b"", timeout=0.3)
+
+    started = time.monotonic()
+    with pytest.raises(http.TimedOut):
+        run_async(serve)
+    assert time.monotonic() - started < QUICK_S
