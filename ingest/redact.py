@@ -28,9 +28,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import ahocorasick
-
 from ingest.secret_rules import RULES
+
+try:  # C, among the server's dependencies; the eval runner's wheel (evals/runner) is standard library only
+    import ahocorasick
+except ImportError:
+    ahocorasick = None
 
 REDACTED = "[REDACTED]"
 # A cut string ends with f"{TRUNCATION_MARKER}{removed} chars]".
@@ -274,10 +277,13 @@ _TOKEN_RUN_RE = re.compile(f"[{_TOKEN_CHARS}]*")
 _ANYWHERE, _AT_A_TOKEN_START, _IN_A_RUN = 0, 1, 2
 
 
-def _cue_automaton() -> ahocorasick.Automaton:
-    """Every cue of an ASCII string's first look, found in one pass (Aho-Corasick, in C): 11 `in`
-    scans of the word cues, then a regex over the string's token runs for the ~90 token cues,
-    cost ~2.5x as much (docs/benchmarks.md, "Session 12")."""
+def _cue_automaton():
+    """Every cue of an ASCII string's first look, found in one pass (Aho-Corasick, in C), or None
+    without pyahocorasick. The other way, 11 `in` scans of the word cues, then a regex over the
+    string's token runs for the ~90 token cues (_gate_by_runs), costs ~2.5x as much
+    (docs/benchmarks.md, "Session 12"); the eval runner takes it."""
+    if ahocorasick is None:
+        return None
     automaton = ahocorasick.Automaton()
     for cue in _WORD_CUES:
         automaton.add_word(cue, (cue, _ANYWHERE))
@@ -303,6 +309,33 @@ def _in_token_run(lowered: str, start: int, end: int) -> bool:
         left -= 1
         need -= 1
     return need <= 0
+
+
+# Without the automaton: an ASCII string's runs of token characters, translated to bytes where every
+# other character is a space, then split (both C loops of a few instructions a byte; a regex,
+# [...]{N,}, costs ~220 instructions a character, as sre tries a match at every position of every
+# word), and the token cues looked for in them by one regex built as a character trie.
+_TOKEN_BYTES = bytes(i if re.fullmatch(f"[{_TOKEN_CHARS}]", chr(i)) else 0x20 for i in range(256))
+
+
+def _trie_pattern(words) -> str:
+    """A regex matching any of `words`, branching one character at a time (re tries a flat
+    alternation's ~90 literals one by one at every position: 6x slower); where one word is a
+    prefix of another, the shorter matches."""
+    rests: dict[str, set[str]] = {}
+    ends = False
+    for word in words:
+        if word:
+            rests.setdefault(word[0], set()).add(word[1:])
+        else:
+            ends = True
+    branches = [re.escape(first) + _trie_pattern(rest) for first, rest in sorted(rests.items())]
+    if not branches:
+        return ""
+    return "(?:" + ("|" if ends else "") + "|".join(branches) + ")"
+
+
+_TOKEN_CUE_RE = re.compile(r"[^a-z0-9](?=(%s))" % _trie_pattern(_TOKEN_CUES))
 
 
 # No pattern can match fewer characters than this (e.g. "token=ab").
@@ -386,6 +419,9 @@ def _gate(text: str, cues: tuple[str, ...] | None = None) -> list[str]:
     elif cues is not None:
         lowered = text.lower()
         hits = [cue for cue in cues if cue in lowered]
+    elif _CUE_AUTOMATON is None:
+        lowered = text.lower()
+        hits = _gate_by_runs(lowered)
     else:
         lowered = text.lower()
         hits = []
@@ -401,6 +437,18 @@ def _gate(text: str, cues: tuple[str, ...] | None = None) -> list[str]:
             hits.append(cue)
     if "@" in hits and "://" not in lowered:
         hits.remove("@")
+    return hits
+
+
+def _gate_by_runs(lowered: str) -> list[str]:
+    """_gate's first look at a lowered ASCII string without the automaton: the same cues."""
+    hits = [cue for cue in _WORD_CUES if cue in lowered]
+    runs = [run for run in lowered.encode().translate(_TOKEN_BYTES).split() if len(run) >= TOKEN_RUN_CHARS]
+    if runs:
+        runs = "\n" + b"\n".join(runs).decode()
+        hits += {cue for cue in _TOKEN_CUE_RE.findall(runs) if cue not in hits}
+        if "eyj" in runs:
+            hits.append("eyj")
     return hits
 
 

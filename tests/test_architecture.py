@@ -29,6 +29,7 @@ IMPORT_NAMES = {
     "googleapis-common-protos": {"google"},
     "opentelemetry-proto": {"opentelemetry"},
     "orjson": {"orjson"},
+    "pyahocorasick": {"ahocorasick"},
     "pytest": {"pytest", "_pytest"},
 }
 # Function-level imports of project modules, each with the reason it is not at the top.
