@@ -18,11 +18,24 @@ DEFAULT_RANGE = "24h"
 CUSTOM = "custom"
 # A custom range longer than this would read more rollup rows than a page should.
 MAX_CUSTOM_SPAN = dt.timedelta(days=400)
+# The moments a custom range may start and end between. Calls are timed from the epoch (OTLP's
+# time_unix_nano) and buckets are floored from it, so nothing lies before 1970; the end stops
+# centuries short of datetime's year 9999, so the arithmetic around a range (buckets floored and
+# ceiled to a day or a step, baselines reaching hours before the start, attempts linked a little
+# past the end, offsets of up to a day) never leaves the years datetime can hold.
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+LATEST = dt.datetime(9000, 1, 1, tzinfo=dt.timezone.utc)
+SUPPORTED_SPAN = f"{EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d} (UTC)"
 FILTER_NAMES = ("service", "environment", "agent")
 
 
 class RangeError(ValueError):
-    """A range the user asked for that cannot be shown; the message says why."""
+    """A range the user asked for that cannot be shown; the message says why, `parameter` which
+    of range, start and end is at fault (the key of the API's 400, the MCP error's field)."""
+
+    def __init__(self, message: str, parameter: str = "range"):
+        super().__init__(message)
+        self.parameter = parameter
 
 
 @dataclass(frozen=True)
@@ -69,10 +82,18 @@ def _parse_moment(name: str, text: str) -> dt.datetime:
     try:
         moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise RangeError(f"{name}={text!r} is not a date or time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)") from None
+        raise RangeError(
+            f"{name}={text!r} is not a date or time; use YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)", name
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.timezone.utc)
-    return moment.astimezone(dt.timezone.utc)
+    try:
+        moment = moment.astimezone(dt.timezone.utc)
+    except OverflowError:  # an offset that moves year 1 or 9999 out of the years datetime holds
+        moment = None
+    if moment is None or not EARLIEST <= moment <= LATEST:
+        raise RangeError(f"{name}={text!r} is outside the supported span: a range lies within {SUPPORTED_SPAN}", name)
+    return moment
 
 
 def parse_range(params, now: dt.datetime) -> TimeRange:
@@ -85,18 +106,20 @@ def parse_range(params, now: dt.datetime) -> TimeRange:
         raise RangeError(f"range={key!r} is not one of {choices}")
     start_text, end_text = params.get("start") or "", params.get("end") or ""
     if not start_text or not end_text:
-        raise RangeError("a custom range needs both start and end")
+        raise RangeError("a custom range needs both start and end", "end" if start_text else "start")
     start = _parse_moment("start", start_text)
     end = _parse_moment("end", end_text)
     if end <= start:
-        raise RangeError("the range's end must be after its start")
+        raise RangeError("the range's end must be after its start", "end")
     if end - start > MAX_CUSTOM_SPAN:
         raise RangeError(f"a custom range can span at most {MAX_CUSTOM_SPAN.days} days")
     return TimeRange(CUSTOM, start, min(end, now) if start < now else end)
 
 
 def parse_filters(params) -> Filters:
-    return Filters(**{name: (params.get(name) or "").strip()[:256] for name in FILTER_NAMES})
+    """The service / environment / agent filters; a NUL becomes U+FFFD, as ingest stores it (ingest/redact.py),
+    since PostgreSQL text cannot hold one (the API refuses a NUL before this: dashboard/api/query.py)."""
+    return Filters(**{name: (params.get(name) or "").strip()[:256].replace("\x00", "\ufffd") for name in FILTER_NAMES})
 
 
 def querystring(time_range: TimeRange | None = None, filters: Filters | None = None, **extra) -> str:

@@ -31,6 +31,9 @@ DEFAULT_TIMEOUT_S = 30
 MAX_TIMEOUT_S = 3600
 MAX_TAGS = 20
 TAG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.:/-]{0,63}$")
+# What the columns a posted result's integers go to hold (Django's ranges, the same on PostgreSQL and SQLite).
+MAX_ID = 2**63 - 1  # BigAutoField: a case's id
+MAX_POSITIVE_INT = 2**31 - 1  # PositiveIntegerField: a version's number, a result's duration_ms
 UNSET: Any = object()  # "leave as it is", where None is a value (arguments may be null)
 
 
@@ -224,7 +227,7 @@ def case_edit(
         if expect is not None:
             changes["expect"] = _valid_expect(expect)
         if arguments is not UNSET:
-            changes["arguments"] = arguments
+            changes["arguments"] = _no_nul("arguments", arguments)
         if timeout_s is not None:
             changes["timeout_s"] = _valid_timeout(timeout_s)
         if not changes or all(getattr(latest, name) == value for name, value in changes.items()):
@@ -290,6 +293,24 @@ def case_set_tags(*, case: EvalCase, tags: list[str] | tuple[str, ...]) -> list[
 def parse_tags(text: str) -> list[str]:
     """Tags typed as text: separated by commas or spaces."""
     return [part for part in re.split(r"[,\s]+", text or "") if part]
+
+
+def _no_nul(field: str, value: Any) -> Any:
+    """`value`, unless a string in it (a key or a value, at any depth) holds a NUL: PostgreSQL's
+    text and jsonb cannot store one, so it is an EvalError naming `field` (and where in it)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        at, item = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str) and "\x00" in key:
+                    raise EvalError(field, f"the key {key[:40]!r}{' in ' + at if at else ''} contains a NUL character")
+                stack.append((f"{at}.{key}" if at else str(key), inner))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{at}[{index}]", inner) for index, inner in enumerate(item))
+        elif isinstance(item, str) and "\x00" in item:
+            raise EvalError(field, f"{'the value at ' + at if at else 'it'} contains a NUL character")
+    return value
 
 
 def _valid_expect(expect: Any) -> dict:
@@ -366,7 +387,7 @@ def run_record(
         raise EvalError("label", "must not be empty")
     if finished_at < started_at:
         raise EvalError("finished_at", "is before started_at")
-    case_ids = [_result_int(result, index, "case_id") for index, result in enumerate(results)]
+    case_ids = [_result_int(result, index, "case_id", low=1, high=MAX_ID) for index, result in enumerate(results)]
     cases = {
         case.id: case
         for case in EvalCase.objects.filter(project=project, id__in=case_ids).annotate(
@@ -390,7 +411,7 @@ def run_record(
         if case_id in seen:
             raise EvalError(f"{at}.case_id", f"case {case_id} appears twice in this run")
         seen.add(case_id)
-        number = _result_int(result, index, "version")
+        number = _result_int(result, index, "version", low=1, high=MAX_POSITIVE_INT)
         version = versions.get((case_id, number))
         if version is None:
             raise EvalError(f"{at}.version", f"case {case_id} has no version {number}")
@@ -407,12 +428,16 @@ def run_record(
         reasons = result.get("reasons") or []
         if not isinstance(reasons, list) or not all(isinstance(reason, str) for reason in reasons):
             raise EvalError(f"{at}.reasons", "must be a list of strings")
+        _no_nul(f"{at}.reasons", reasons)
         observed = result.get("observed")
         if observed is not None and not isinstance(observed, dict):
             raise EvalError(f"{at}.observed", "must be an object or null")
+        _no_nul(f"{at}.observed", observed)
         duration = result.get("duration_ms")
-        if duration is not None and (isinstance(duration, bool) or not isinstance(duration, int | float) or duration < 0):
-            raise EvalError(f"{at}.duration_ms", f"must be a number of milliseconds or null, not {duration!r}")
+        number_ms = not isinstance(duration, bool) and isinstance(duration, int | float)
+        if duration is not None and not (number_ms and 0 <= duration < MAX_POSITIVE_INT + 0.5):  # as round() stores it
+            message = f"must be milliseconds from 0 to {MAX_POSITIVE_INT} or null, not {duration!r}"
+            raise EvalError(f"{at}.duration_ms", message)
         rows.append(
             EvalResult(
                 case=case,
@@ -446,12 +471,14 @@ def run_record(
     return run
 
 
-def _result_int(result: Any, index: int, name: str) -> int:
+def _result_int(result: Any, index: int, name: str, *, low: int, high: int) -> int:
     if not isinstance(result, dict):
         raise EvalError(f"results[{index}]", "must be an object")
     value = result.get(name)
     if isinstance(value, bool) or not isinstance(value, int):
         raise EvalError(f"results[{index}].{name}", f"must be an integer, not {value!r}")
+    if not low <= value <= high:  # beyond what its column holds: an overflow on SQLite, a DataError on PostgreSQL
+        raise EvalError(f"results[{index}].{name}", f"must be an integer from {low} to {high}, not {value}")
     return value
 
 

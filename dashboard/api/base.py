@@ -22,6 +22,10 @@ class ProjectScopedMixin:
         if request.method in ("GET", "HEAD"):
             self.project  # an outsider gets 404 before any 400 says a word about parameters
             query_parameters_check(request.query_params, self.query_parameters)
+        for name, value in kwargs.items():  # a path's <path:tool> may hold a %00, which PostgreSQL text cannot
+            if isinstance(value, str) and "\x00" in value:
+                self.project  # an outsider still gets 404 first
+                raise ValidationError({name: ["must not contain a NUL character"]})
 
     @property
     def project(self) -> Project:
@@ -30,11 +34,12 @@ class ProjectScopedMixin:
         return self._project
 
     def time_range(self) -> timerange.TimeRange:
-        """?range= (1h, 24h, 7d, 30d, 90d, custom with start/end), as on the pages; a bad one is a 400 naming it."""
+        """?range= (1h, 24h, 7d, 30d, 90d, custom with start/end), as on the pages; a bad one is a 400 naming
+        the parameter at fault (range, start or end)."""
         try:
             return timerange.parse_range(self.request.query_params, timezone.now())
         except timerange.RangeError as exc:
-            raise ValidationError({"range": [str(exc)]}) from None
+            raise ValidationError({exc.parameter: [str(exc)]}) from None
 
     def filters(self) -> timerange.Filters:
         return timerange.parse_filters(self.request.query_params)

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dashboard.api.base import ProjectScopedMixin
-from dashboard.api.query import RANGED
+from dashboard.api.query import RANGED, whole_number
 from dashboard.selectors.tools import (
     DEFAULT_SORT,
     MAX_SERIES_POINTS,
@@ -27,8 +27,11 @@ from dashboard.selectors.tools import (
     tool_detail,
     tools_overview,
 )
-from dashboard.timerange import FILTER_NAMES, PRESETS
+from dashboard.timerange import FILTER_NAMES, MAX_CUSTOM_SPAN, PRESETS, SUPPORTED_SPAN
 from ingest.taxonomy import ERROR_CLASSES
+
+# The longest step a series takes: the longest range, one point (a longer one only overflows the bucket arithmetic).
+MAX_STEP = int(MAX_CUSTOM_SPAN.total_seconds())
 
 # --- output shapes (documentation for the schema; the views build plain dicts) -----------------
 
@@ -101,8 +104,9 @@ NOT_FOUND = OpenApiResponse(
 PROJECT = OpenApiParameter("project", OpenApiTypes.STR, OpenApiParameter.PATH, description="The project's slug.")
 RANGE_PARAMETERS = [
     OpenApiParameter("range", OpenApiTypes.STR, enum=[*PRESETS, "custom"], description="Time range; default 24h."),
-    OpenApiParameter("start", OpenApiTypes.DATETIME, description="Start of a custom range (UTC unless offset)."),
-    OpenApiParameter("end", OpenApiTypes.DATETIME, description="End of a custom range."),
+    OpenApiParameter("start", OpenApiTypes.DATETIME, description=f"Start of a custom range (UTC unless offset), "
+                     f"within {SUPPORTED_SPAN}."),
+    OpenApiParameter("end", OpenApiTypes.DATETIME, description=f"End of a custom range, within {SUPPORTED_SPAN}."),
     *(OpenApiParameter(name, OpenApiTypes.STR, description=f"Only calls of this {name}.") for name in FILTER_NAMES),
 ]
 
@@ -175,14 +179,17 @@ class ToolSeries(ProjectScopedMixin, APIView):
             OpenApiParameter("tool", OpenApiTypes.STR, OpenApiParameter.PATH, description="The tool's name."),
             *RANGE_PARAMETERS,
             OpenApiParameter("step", OpenApiTypes.INT, description="Seconds per point: 300, 600, 900, 1200, 1800 "
-                             f"or a multiple of 3600; at most {MAX_SERIES_POINTS} points."),
+                             f"or a multiple of 3600 up to {MAX_STEP}; at most {MAX_SERIES_POINTS} points."),
         ],  # fmt: skip
         responses={200: SeriesSerializer, 400: BAD_REQUEST, 404: NOT_FOUND},
     )
     def get(self, request, project, tool):
         time_range, filters = self.time_range(), self.filters()
+        text = request.query_params.get("step")
+        if text and (whole_number(text) or 0) > MAX_STEP:  # malformed ones are query_parameters_check's 400
+            raise ValidationError({"step": [f"step={text[:40]} is longer than the longest range; at most {MAX_STEP}"]})
         try:
-            step = parse_step(request.query_params.get("step"), time_range.start, time_range.end)
+            step = parse_step(text, time_range.start, time_range.end)
         except ValueError as exc:
             raise ValidationError({"step": [str(exc)]}) from None
         detail = tool_detail(

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from dashboard import waterfall
 from dashboard.api.base import ProjectScopedMixin
-from dashboard.api.query import RANGED
+from dashboard.api.query import RANGED, whole_number
 from dashboard.selectors import calls as call_selectors
 from dashboard.selectors import logs as log_selectors
 from dashboard.selectors import traces as trace_selectors
@@ -209,10 +209,11 @@ class ToolCallListView(ProjectScopedMixin, APIView):
         text = params.get("limit")
         if not text:
             return trace_selectors.PAGE_SIZE
-        if not text.isdigit() or not 1 <= int(text) <= trace_selectors.MAX_PAGE_SIZE:
+        limit = whole_number(text, low=1, high=trace_selectors.MAX_PAGE_SIZE)
+        if limit is None:
             messages["limit"] = [f"limit={text!r} is not a whole number from 1 to {trace_selectors.MAX_PAGE_SIZE}"]
             return trace_selectors.PAGE_SIZE
-        return int(text)
+        return limit
 
     @staticmethod
     def _url(request, name: str, cursor: str | None) -> str | None:

@@ -96,8 +96,7 @@ class Call:
         try:
             return timerange.parse_range(params, self.now)
         except timerange.RangeError as exc:
-            name = "range" if "range=" in str(exc) else ("start" if "start" in str(exc) else "range")
-            raise validation(name, str(exc), RANGE_HELP) from None
+            raise validation(exc.parameter, str(exc), RANGE_HELP) from None
 
 
 @dataclass(frozen=True)

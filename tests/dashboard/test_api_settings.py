@@ -302,6 +302,20 @@ def test_bad_thresholds_are_a_400_naming_the_field(api, team, body, field):
     assert team.project.drift_thresholds == {}
 
 
+@pytest.mark.parametrize("tool", ["%00", "a%00b"])
+def test_a_tool_name_with_a_nul_is_a_400_naming_the_tool(api, team, tool):  # noqa: F811
+    # Stored as a key of drift_thresholds (jsonb): a 500 on PostgreSQL, kept as is on SQLite.
+    as_user(api, team.owner)
+
+    put = api.put(f"{BASE}/thresholds/tools/{tool}/", {"baseline_hours": 48}, format="json")
+    delete = api.delete(f"{BASE}/thresholds/tools/{tool}/")
+
+    assert put.status_code == delete.status_code == 400
+    assert put.json() == {"tool": ["must not contain a NUL character"]}
+    team.project.refresh_from_db()
+    assert team.project.drift_thresholds == {}
+
+
 # --- the schema -----------------------------------------------------------------------------
 
 

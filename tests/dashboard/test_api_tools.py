@@ -57,8 +57,16 @@ def test_the_tools_list_takes_the_pages_filters(client, three_tools):
 def test_bad_parameters_are_400s_naming_them(client, three_tools):
     assert "is not a column" in get(client, "/api/v1/projects/alpha/tools/?sort=colour", 400)["sort"][0]
     assert "is not one of" in get(client, "/api/v1/projects/alpha/tools/?range=2y", 400)["range"][0]
-    assert "start" in get(client, "/api/v1/projects/alpha/summary/?range=custom&start=soon&end=2026-11-20", 400)["range"][0]
+    assert "start" in get(client, "/api/v1/projects/alpha/summary/?range=custom&start=soon&end=2026-11-20", 400)["start"][0]
     assert "hourly rollups" in get(client, "/api/v1/projects/alpha/tools/search/series/?step=5400", 400)["step"][0]
+
+
+@pytest.mark.parametrize("step", ["34563600", "360000000000000000", "9223372036854775807"])
+def test_a_step_longer_than_the_longest_range_is_a_400_naming_it(client, three_tools, step):
+    # 360000000000000000 tiles the hourly rollups; a timedelta of that many seconds overflowed (a 500).
+    body = get(client, f"/api/v1/projects/alpha/tools/search/series/?range=90d&step={step}", 400)
+
+    assert list(body) == ["step"] and "longer than the longest range" in body["step"][0]
 
 
 def test_a_tools_series_gives_counts_rates_and_latency_per_step(client, three_tools):

@@ -82,6 +82,16 @@ def test_bad_filters_are_a_400_naming_each_one(client, mixed):
     assert "range='forever' is not one of" in body["range"][0]
 
 
+# '²' passed str.isdigit() and int() raised (a 500); '١٢' and '５' were read as 12 and 5.
+@pytest.mark.parametrize("limit", ["\u00b2", "\u0661\u0662", "\uff15", "-1", "201", "9" * 40])
+def test_a_limit_that_is_not_ascii_digits_in_range_is_a_400_naming_it(client, mixed, limit):  # noqa: F811
+    response = calls(client, mixed, limit=limit)
+
+    assert response.status_code == 400, response.content[:300]
+    body = response.json()
+    assert body.get("parameter") == "limit" or list(body) == ["limit"]
+
+
 def test_next_cursors_page_through_every_call_once(client, many):
     seen, params = [], {"limit": "4"}
     for _ in range(10):

@@ -190,6 +190,20 @@ def test_posting_a_run_answers_as_the_contract_says(member_client, api, project,
         ({"status": "flaky"}, "results[0].status"),
         ({"duration_ms": -1}, "results[0].duration_ms"),
         ({"observed": [1]}, "results[0].observed"),
+        # Past what the columns hold: a 500 (OverflowError) on SQLite; duration_ms a DataError on PostgreSQL too.
+        ({"case_id": 10**30}, "results[0].case_id"),
+        ({"case_id": -(10**30)}, "results[0].case_id"),
+        ({"case_id": 2**63}, "results[0].case_id"),
+        ({"version": 10**30}, "results[0].version"),
+        ({"duration_ms": 10**30}, "results[0].duration_ms"),
+        ({"duration_ms": 2**31}, "results[0].duration_ms"),
+        ({"duration_ms": 2147483647.6}, "results[0].duration_ms"),
+        ({"duration_ms": 1e300}, "results[0].duration_ms"),
+        # NUL, which PostgreSQL's jsonb cannot hold (SQLite kept it: a 201).
+        ({"reasons": ["expected success\u0000"]}, "results[0].reasons"),
+        ({"observed": {"ok": False, "message": "a\u0000b"}}, "results[0].observed"),
+        ({"observed": {"ok\u0000": False}}, "results[0].observed"),
+        ({"observed": {"contract": {"checks": ["\u0000"]}}}, "results[0].observed"),
     ],
 )
 def test_a_bad_result_field_is_a_400_naming_it(member_client, api, pinned_cases, change, field):
@@ -210,6 +224,28 @@ def test_a_bad_result_field_is_a_400_naming_it(member_client, api, pinned_cases,
 def test_a_bad_run_field_is_a_400_naming_it(member_client, api, pinned_cases, change, field):
     response = post(member_client, f"{api}/eval-runs/", {**run_body([result(pinned_cases[0])]), **change})
     assert response.status_code == 400 and field in response.json(), response.json()
+
+
+def test_the_largest_duration_the_column_holds_is_recorded(member_client, api, pinned_cases):
+    response = post(member_client, f"{api}/eval-runs/", run_body([result(pinned_cases[0], duration_ms=2**31 - 1)]))
+
+    assert response.status_code == 201, response.json()
+    assert EvalRun.objects.get().results.get().duration_ms == 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [({"arguments": {"query": "a\u0000"}}, "arguments"), ({"arguments": {"\u0000": 1}}, "arguments"),
+     ({"arguments": [["\u0000"]]}, "arguments")],
+)  # fmt: skip
+def test_a_nul_in_a_case_s_arguments_is_a_400_naming_it(member_client, api, pinned_cases, change, field):
+    # The arguments are stored as they come (jsonb): a 500 on PostgreSQL. The expectation is
+    # rebuilt from known values (evals.expectations.validate), so a NUL never reaches its column.
+    case = pinned_cases[0]
+    response = member_client.patch(f"{api}/eval-cases/{case.pk}/", json.dumps(change), content_type="application/json")
+
+    assert response.status_code == 400 and list(response.json()) == [field], response.json()
+    assert case.versions.count() == 1
 
 
 def test_runs_and_their_results_are_listed_within_budget(member_client, api, pinned_cases, django_assert_max_num_queries):
