@@ -102,10 +102,11 @@ def parse_call_filters(params) -> tuple[CallFilters, dict[str, str]]:
     dims = timerange.parse_filters(params)
     errors: dict[str, str] = {}
     values = {
-        "tool": (params.get("tool") or "").strip(),
+        # A NUL as ingest stores one (U+FFFD): PostgreSQL text cannot hold it, not even in a query.
+        "tool": (params.get("tool") or "").strip().replace("\x00", "\ufffd"),
         "error_class": (params.get("class") or "").strip(),
         "outcome": (params.get("outcome") or "").strip(),
-        "q": (params.get("q") or "").strip(),
+        "q": (params.get("q") or "").strip().replace("\x00", "\ufffd"),
         **{name: getattr(dims, name) for name in timerange.FILTER_NAMES},
     }
     if len(values["tool"]) > MAX_VALUE_CHARS:

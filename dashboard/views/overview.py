@@ -128,6 +128,7 @@ def overview(request, project):
 
 @login_required
 def tool(request, project, tool):
+    tool = tool.replace("\x00", "\ufffd")  # as ingest stores a NUL: PostgreSQL text cannot hold one
     scope = page_scope(request, project)
     time_range, filters = scope.time_range, scope.filters
     window = {"start": time_range.start, "end": time_range.end, **filters.as_kwargs()}

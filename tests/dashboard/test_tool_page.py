@@ -214,3 +214,12 @@ def test_per_call_and_per_attempt_figures_are_labelled_as_such(client, searched)
     assert "Failed attempts (spans, retries included)" in html
     assert "Failed calls by class" in html
     assert [trace["name"] for trace in figure(html, "fig-volume")["data"]] == ["logical calls, search", "attempts (spans)"]
+
+
+def test_a_tool_name_with_a_nul_is_looked_up_as_ingest_stores_it(client, searched):
+    """PostgreSQL text cannot hold a NUL (not even as a query parameter): the page asks for U+FFFD."""
+    member, project = searched
+
+    response, html = page(client, member, f"/p/{project.slug}/tools/sea%00rch/")
+
+    assert "sea\ufffdrch" in html

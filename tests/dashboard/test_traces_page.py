@@ -413,3 +413,8 @@ def test_the_explorer_is_one_form_with_linked_rows_and_tools_and_a_volume_histog
     assert histogram.source == "calls" and sum(histogram.counts) == 1  # the outcome filter counts too
     assert '<script id="fig-calls" type="application/json">' in page
     assert sum(explorer(client, signed_in).context["histogram"].counts) >= 0  # unfiltered: from the rollups
+
+
+def test_a_nul_in_the_tool_or_search_filter_is_a_page_not_a_500(client, signed_in):
+    for params in ({"tool": "sea\x00rch"}, {"q": "timed\x00out"}):
+        assert explorer(client, signed_in, **params).status_code == 200
